@@ -1,0 +1,289 @@
+"""ThinkingBlock, Turn and the utilities that work on them (pure).
+
+A Turn is one assistant response: its parts in order (thinking blocks, text,
+tool calls), finish reason, usage, and whether it ended normally. Turns are
+frozen values; the normalizer builds them and the stores keep them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar
+
+SourceField = Literal["reasoning_content", "reasoning", "thinking", "reasoning_details", "think_tag"]
+SOURCE_FIELDS: tuple[SourceField, ...] = (
+    "reasoning_content",
+    "reasoning",
+    "thinking",
+    "reasoning_details",
+    "think_tag",
+)
+StripPolicy = Literal["all", "allButLast", "none"]
+STRIP_POLICIES: tuple[StripPolicy, ...] = ("all", "allButLast", "none")
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingBlock:
+    thought: str
+    source_field: SourceField
+    is_hidden: bool = False
+    signature: str | None = None
+    encrypted: tuple[Json, ...] | None = None
+    tokens: int | None = None
+    type: Literal["thinking"] = "thinking"
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str | None
+    name: str
+    arguments: str
+    type: str = "function"
+
+
+Part = ThinkingBlock | TextPart | ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    parts: tuple[Part, ...] = ()
+    finish_reason: str | None = None
+    usage: Json | None = None
+    complete: bool = True
+    persisted: bool = True
+    model: str | None = None
+    response_id: str | None = None
+    # reasoning_details merged per index, in order, for verbatim round trips
+    reasoning_details: tuple[Json, ...] | None = None
+    error: str | None = None
+    route: str | None = None
+    created: float | None = None
+    reasoning_truncated: bool = False
+    extra: Json = field(default_factory=dict)
+
+    @property
+    def content(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def thinking(self) -> list[ThinkingBlock]:
+        return [p for p in self.parts if isinstance(p, ThinkingBlock)]
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [p for p in self.parts if isinstance(p, ToolCall)]
+
+    @property
+    def tool_call_ids(self) -> list[str]:
+        return [p.id for p in self.parts if isinstance(p, ToolCall) and p.id]
+
+    @property
+    def reasoning_tokens(self) -> int | None:
+        details = (self.usage or {}).get("completion_tokens_details")
+        value = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        return value if isinstance(value, int) and value >= 0 else None
+
+
+# -- utilities ---------------------------------------------------------------
+
+
+def extract_thinking_blocks(turn: Turn) -> list[ThinkingBlock]:
+    """The turn's ThinkingBlocks, in order (hidden ones included)."""
+    return turn.thinking
+
+
+def blocks_for_context(turn: Turn) -> list[ThinkingBlock]:
+    """The blocks worth sending back upstream.
+
+    A hidden `think_tag` block in a turn that also has native reasoning is a
+    differing tagged copy kept only so nothing is lost; sending it back would
+    duplicate the reasoning, so it is left out. Blocks hidden from the client
+    for other reasons (includeInResponse false, encrypted-only) stay.
+    """
+    blocks = turn.thinking
+    has_native = any(b.source_field != "think_tag" for b in blocks)
+    if not has_native:
+        return blocks
+    return [b for b in blocks if not (b.is_hidden and b.source_field == "think_tag")]
+
+
+T = TypeVar("T")
+
+
+def filter_for_context(items: Sequence[T | None], policy: StripPolicy) -> list[T | None]:
+    """Apply a strip policy to the reasoning of each assistant message, oldest
+    first: `none` keeps all, `allButLast` keeps only the last message's, `all`
+    keeps none. Positions are kept (stripped entries become None)."""
+    if policy == "none":
+        return list(items)
+    if policy == "all" or not items:
+        return [None] * len(items)
+    return [None] * (len(items) - 1) + [items[-1]]
+
+
+def tighter_policy(policy: StripPolicy) -> StripPolicy | None:
+    """The next stricter policy (`none` -> `allButLast` -> `all`), or None."""
+    order = STRIP_POLICIES[::-1]  # none, allButLast, all
+    index = order.index(policy)
+    return order[index + 1] if index + 1 < len(order) else None
+
+
+def join_reasoning(blocks: Iterable[ThinkingBlock], separator: str = "\n\n") -> str:
+    """One reasoning string from several blocks (empty thoughts skipped)."""
+    return separator.join(b.thought for b in blocks if b.thought)
+
+
+def estimate_tokens_chars(text: str) -> int:
+    """The conservative fallback estimate: ceil(characters / 4)."""
+    return math.ceil(len(text) / 4)
+
+
+def with_token_counts(turn: Turn, count: Callable[[str], int]) -> Turn:
+    """Fill each block's `tokens`: the upstream's `reasoning_tokens` when the
+    turn reports it (spread over the text blocks in proportion to their
+    estimates, so they sum to the reported figure), else the estimate."""
+    blocks = turn.thinking
+    if not blocks:
+        return turn
+    estimates = [count(b.thought) if b.thought else 0 for b in blocks]
+    reported = turn.reasoning_tokens
+    counts = estimates
+    total = sum(estimates)
+    if reported is not None and total > 0:
+        counts = [reported * e // total for e in estimates]
+        last = max(i for i, e in enumerate(estimates) if e > 0)
+        counts[last] += reported - sum(counts)
+    it = iter(counts)
+    parts = tuple(replace(p, tokens=next(it)) if isinstance(p, ThinkingBlock) else p for p in turn.parts)
+    return replace(turn, parts=parts)
+
+
+# -- JSON shapes -------------------------------------------------------------
+
+
+def block_to_json(block: ThinkingBlock) -> Json:
+    """The contract's camelCase ThinkingBlock."""
+    return {
+        "type": "thinking",
+        "thought": block.thought,
+        "sourceField": block.source_field,
+        "isHidden": block.is_hidden,
+        "signature": block.signature,
+        "encrypted": list(block.encrypted) if block.encrypted is not None else None,
+        "tokens": block.tokens,
+    }
+
+
+def block_from_json(data: Json) -> ThinkingBlock:
+    encrypted = data.get("encrypted")
+    source = data.get("sourceField", "reasoning_content")
+    if source not in SOURCE_FIELDS:
+        raise ValueError(f"unknown sourceField {source!r}")
+    return ThinkingBlock(
+        thought=str(data.get("thought", "")),
+        source_field=source,
+        is_hidden=bool(data.get("isHidden", False)),
+        signature=data.get("signature"),
+        encrypted=tuple(encrypted) if encrypted is not None else None,
+        tokens=data.get("tokens"),
+    )
+
+
+def turn_to_json(turn: Turn, index: int) -> Json:
+    """The turn as the conversations API returns it."""
+    return {
+        "index": index,
+        "created": turn.created,
+        "model": turn.model,
+        "route": turn.route,
+        "complete": turn.complete,
+        "persisted": turn.persisted,
+        "finishReason": turn.finish_reason,
+        "blocks": [block_to_json(b) for b in turn.thinking],
+        "content": turn.content,
+        "toolCallIds": turn.tool_call_ids,
+        "usage": turn.usage,
+    }
+
+
+def turn_to_record(turn: Turn) -> Json:
+    """A lossless JSON-able record of a turn, for the stores."""
+    parts: list[Json] = []
+    for part in turn.parts:
+        if isinstance(part, ThinkingBlock):
+            parts.append({"kind": "thinking", **block_to_json(part)})
+        elif isinstance(part, TextPart):
+            parts.append({"kind": "text", "text": part.text})
+        else:
+            parts.append(
+                {
+                    "kind": "tool_call",
+                    "id": part.id,
+                    "name": part.name,
+                    "arguments": part.arguments,
+                    "type": part.type,
+                }
+            )
+    return {
+        "parts": parts,
+        "finish_reason": turn.finish_reason,
+        "usage": turn.usage,
+        "complete": turn.complete,
+        "persisted": turn.persisted,
+        "model": turn.model,
+        "response_id": turn.response_id,
+        "reasoning_details": list(turn.reasoning_details)
+        if turn.reasoning_details is not None
+        else None,
+        "error": turn.error,
+        "route": turn.route,
+        "created": turn.created,
+        "reasoning_truncated": turn.reasoning_truncated,
+        "extra": turn.extra,
+    }
+
+
+def turn_from_record(data: Json) -> Turn:
+    parts: list[Part] = []
+    for item in data.get("parts", ()):
+        kind = item.get("kind")
+        if kind == "thinking":
+            parts.append(block_from_json(item))
+        elif kind == "text":
+            parts.append(TextPart(str(item.get("text", ""))))
+        elif kind == "tool_call":
+            parts.append(
+                ToolCall(
+                    id=item.get("id"),
+                    name=str(item.get("name", "")),
+                    arguments=str(item.get("arguments", "")),
+                    type=str(item.get("type", "function")),
+                )
+            )
+        else:
+            raise ValueError(f"unknown turn part kind {kind!r}")
+    details = data.get("reasoning_details")
+    return Turn(
+        parts=tuple(parts),
+        finish_reason=data.get("finish_reason"),
+        usage=data.get("usage"),
+        complete=bool(data.get("complete", True)),
+        persisted=bool(data.get("persisted", True)),
+        model=data.get("model"),
+        response_id=data.get("response_id"),
+        reasoning_details=tuple(details) if details is not None else None,
+        error=data.get("error"),
+        route=data.get("route"),
+        created=data.get("created"),
+        reasoning_truncated=bool(data.get("reasoning_truncated", False)),
+        extra=dict(data.get("extra") or {}),
+    )

@@ -1,0 +1,203 @@
+"""Accumulate one choice of a response into a Turn (pure).
+
+The normalizer reports what it separated, in order: reasoning text (with its
+source), the end of a tagged block, visible text, tool-call deltas and
+`reasoning_details` items. The builder keeps them as ordered parts and turns
+them into a frozen `Turn` at the end: block texts trimmed, empty blocks
+dropped, opaque detail items attached to the block they follow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.reasoning.blocks import (
+    Json,
+    Part,
+    SourceField,
+    TextPart,
+    ThinkingBlock,
+    ToolCall,
+    Turn,
+)
+from proxy.reasoning.native import DetailsMerger, is_opaque_detail
+
+
+class _Block:
+    __slots__ = ("details", "shadow", "source", "texts")
+
+    def __init__(self, source: SourceField, shadow: bool = False) -> None:
+        self.source = source
+        self.texts: list[str] = []
+        self.details: list[Json] = []
+        # a tagged copy of reasoning that also came natively (kept hidden if it differs)
+        self.shadow = shadow
+
+
+class _Text:
+    __slots__ = ("texts",)
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+
+class _Tool:
+    __slots__ = ("args", "id", "name", "type")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name = ""
+        self.type = "function"
+        self.args: list[str] = []
+
+
+class TurnBuilder:
+    __slots__ = (
+        "_block",
+        "_chars",
+        "_details",
+        "_hidden",
+        "_max_chars",
+        "_parts",
+        "_shadow",
+        "_tools",
+        "truncated",
+    )
+
+    def __init__(self, *, hidden: bool = False, max_reasoning_chars: int = 1 << 24) -> None:
+        self._parts: list[_Block | _Text | _Tool] = []
+        self._block: _Block | None = None  # the block receiving reasoning now
+        self._shadow: _Block | None = None
+        self._tools: dict[Any, _Tool] = {}
+        self._details = DetailsMerger()
+        self._hidden = hidden
+        self._max_chars = max_reasoning_chars
+        self._chars = 0
+        self.truncated = False
+
+    def reasoning(self, text: str, source: SourceField) -> bool:
+        """Add reasoning text; True when it starts a new block after an
+        earlier block that had text (the client may want a separator)."""
+        block = self._block
+        started = False
+        if block is None or block.source != source:
+            block = self._block = _Block(source)
+            self._parts.append(block)
+            started = True
+        if self._take(len(text)):
+            block.texts.append(text)
+        return started and self._has_text_before(block)
+
+    def end_block(self) -> None:
+        self._block = None
+
+    def shadow(self, text: str) -> None:
+        if self._shadow is None:
+            self._shadow = _Block("think_tag", shadow=True)
+            self._parts.append(self._shadow)
+        if self._take(len(text)):
+            self._shadow.texts.append(text)
+
+    def end_shadow(self) -> None:
+        self._shadow = None
+
+    def text(self, text: str) -> None:
+        self._block = None
+        last = self._parts[-1] if self._parts else None
+        if type(last) is not _Text:
+            last = _Text()
+            self._parts.append(last)
+        last.texts.append(text)
+
+    def tool_call(self, delta: Json) -> None:
+        self._block = None
+        key = delta.get("index", len(self._tools))
+        tool = self._tools.get(key)
+        if tool is None:
+            tool = self._tools[key] = _Tool()
+            self._parts.append(tool)
+        if delta.get("id"):
+            tool.id = str(delta["id"])
+        if delta.get("type"):
+            tool.type = str(delta["type"])
+        function = delta.get("function")
+        if type(function) is dict:
+            if function.get("name"):
+                tool.name += str(function["name"])
+            args = function.get("arguments")
+            if type(args) is str:
+                tool.args.append(args)
+
+    def details(self, items: list[Any]) -> None:
+        for item in items:
+            if type(item) is not dict:
+                continue
+            merged, new = self._details.add(item)
+            if not new:
+                continue
+            last = self._parts[-1] if self._parts else None
+            if type(last) is _Block and not last.shadow:
+                last.details.append(merged)
+            else:
+                block = _Block("reasoning_details")
+                block.details.append(merged)
+                self._parts.append(block)
+                self._block = block
+
+    def build(self, **fields: Any) -> Turn:
+        parts: list[Part] = []
+        # native reasoning with all whitespace removed, to compare tagged copies
+        native = "".join(
+            "".join("".join(p.texts).split())
+            for p in self._parts
+            if type(p) is _Block and not p.shadow
+        )
+        for p in self._parts:
+            if type(p) is _Block:
+                block = self._finish_block(p, native)
+                if block is not None:
+                    parts.append(block)
+            elif type(p) is _Text:
+                text = "".join(p.texts)
+                if text:
+                    parts.append(TextPart(text))
+            elif type(p) is _Tool:
+                parts.append(ToolCall(p.id, p.name, "".join(p.args), p.type))
+        details = tuple(self._details.items) or None
+        return Turn(
+            parts=tuple(parts),
+            reasoning_details=details,
+            reasoning_truncated=self.truncated,
+            **fields,
+        )
+
+    def _finish_block(self, p: _Block, native: str) -> ThinkingBlock | None:
+        thought = "".join(p.texts).strip()
+        if p.shadow and (not thought or "".join(thought.split()) in native):
+            return None  # the tagged copy says what the native reasoning said
+        opaque = tuple(dict(d) for d in p.details if is_opaque_detail(d))
+        if not thought and not opaque:
+            return None
+        signature = next((d["signature"] for d in opaque if d.get("signature")), None)
+        return ThinkingBlock(
+            thought=thought,
+            source_field=p.source,
+            is_hidden=self._hidden or p.shadow or not thought,
+            signature=signature,
+            encrypted=opaque or None,
+        )
+
+    def _take(self, n: int) -> bool:
+        if self._chars + n > self._max_chars:
+            self.truncated = True
+            return False
+        self._chars += n
+        return True
+
+    def _has_text_before(self, block: _Block) -> bool:
+        for p in self._parts:
+            if p is block:
+                return False
+            if type(p) is _Block and not p.shadow and p.texts:
+                return True
+        return False

@@ -1,0 +1,84 @@
+"""Reasoning carried in native fields of a delta or message (pure).
+
+Upstreams put reasoning in `reasoning_content` (DeepSeek, Kimi, SGLang,
+llama.cpp), `reasoning` (vLLM >= 0.11, Ollama, OpenRouter, Groq), `thinking`,
+or `reasoning_details[]` (OpenRouter, MiniMax with `reasoning_split`). Some send
+the same text twice, in `reasoning` and in a `reasoning.text` detail: one delta
+yields one text, from the first field that has any, so it counts once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.reasoning.blocks import Json, SourceField
+
+TEXT_FIELDS: tuple[SourceField, ...] = ("reasoning_content", "reasoning", "thinking")
+REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking", "reasoning_details")
+
+# reasoning_details item type -> the key holding its readable text
+DETAIL_TEXT_KEYS = {"reasoning.text": "text", "reasoning.summary": "summary"}
+# keys of a detail item whose string values arrive in pieces when streamed
+_CONCAT_KEYS = frozenset({"text", "summary", "data", "signature"})
+
+
+def native_text(obj: dict[str, Any]) -> tuple[str, SourceField] | None:
+    """The reasoning text in one delta or message, and the field it came from."""
+    for name in TEXT_FIELDS:
+        value = obj.get(name)
+        if value and type(value) is str:
+            return value, name
+    details = obj.get("reasoning_details")
+    if details and type(details) is list:
+        text = details_text(details)
+        if text:
+            return text, "reasoning_details"
+    return None
+
+
+def details_text(details: list[Any]) -> str:
+    """The readable text of `reasoning_details` items (encrypted ones skipped)."""
+    pieces = []
+    for item in details:
+        if type(item) is dict:
+            key = DETAIL_TEXT_KEYS.get(item.get("type", ""))
+            value = item.get(key) if key else None
+            if value and type(value) is str:
+                pieces.append(value)
+    return "".join(pieces)
+
+
+def is_opaque_detail(item: Json) -> bool:
+    """Encrypted items, and any item carrying a signature, are kept byte for
+    byte for round trips and never displayed."""
+    return item.get("type") == "reasoning.encrypted" or bool(item.get("signature"))
+
+
+class DetailsMerger:
+    """Merge streamed `reasoning_details` items per `index`: string pieces of
+    text-like keys are concatenated, other keys keep their first non-null
+    value, and items stay in the order their index first appeared."""
+
+    __slots__ = ("by_index", "items")
+
+    def __init__(self) -> None:
+        self.items: list[Json] = []
+        self.by_index: dict[Any, Json] = {}
+
+    def add(self, item: Json) -> tuple[Json, bool]:
+        """Merge one item; returns the merged item and whether it is new."""
+        index = item.get("index")
+        merged = self.by_index.get(index) if index is not None else None
+        if merged is None:
+            merged = dict(item)
+            self.items.append(merged)
+            if index is not None:
+                self.by_index[index] = merged
+            return merged, True
+        for key, value in item.items():
+            old = merged.get(key)
+            if key in _CONCAT_KEYS and type(value) is str and type(old) is str:
+                merged[key] = old + value
+            elif old is None:
+                merged[key] = value
+        return merged, False

@@ -1,0 +1,430 @@
+"""Normalize an upstream chat completion into separate channels (sans-IO).
+
+`StreamNormalizer.feed(bytes) -> bytes` takes what one upstream read returned
+and gives back the bytes to write to the client for it: every event completed
+by that read, normalized, in one buffer (one write per read, no added
+latency). `finish()` is called at upstream EOF, `abort()` when the proxy stops
+the stream (idle timeout, client gone). `turn()` gives the accumulated Turn of
+the first choice at any time.
+
+Per choice, reasoning is separated from the answer: native fields are
+authoritative from their first delta on; otherwise tag bodies in `content`
+become reasoning. The client gets the answer in `content` and the reasoning
+in `reasoning_content` (`reasoning`/`thinking` folded into it), or no
+reasoning at all when `include_in_response` is false. An event nothing was
+changed in is forwarded as the upstream's own bytes (no re-encoding).
+
+Stream states: OPEN until `[DONE]` (DONE) or a failure (FAILED): a malformed
+event, an over-long line, a close before any `finish_reason`, an abort. After
+DONE or FAILED, input is ignored. A failure sends one error event and no
+`[DONE]`; the turn is then incomplete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from proxy.reasoning.blocks import Json, Turn
+from proxy.reasoning.builder import TurnBuilder
+from proxy.reasoning.native import native_text
+from proxy.reasoning.sse import (
+    DEFAULT_MAX_LINE_BYTES,
+    DONE_EVENT,
+    SSEComment,
+    SSEDecoder,
+    SSELineTooLong,
+    encode_comment,
+    encode_event,
+)
+from proxy.reasoning.tags import DEFAULT_TAG_SET, Reasoning, TagEvent, TagSet, TagSplitter, Visible
+
+OPEN, DONE, FAILED = "open", "done", "failed"
+
+_V = 0  # segment kinds: visible text, reasoning text
+_R = 1
+_FOLDED = ("reasoning", "thinking")
+_ALL_REASONING = ("reasoning_content", "reasoning", "thinking", "reasoning_details")
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizeOptions:
+    tags: TagSet = DEFAULT_TAG_SET
+    implicit_open_tag: bool = False
+    include_in_response: bool = True
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_reasoning_chars: int = 1 << 24
+
+
+@dataclass(frozen=True, slots=True)
+class StreamFailure:
+    """Why a stream failed; rendered as an OpenAI-shaped error event."""
+
+    code: str
+    message: str
+    type: str = "upstream_error"
+
+
+def error_event(failure: StreamFailure) -> bytes:
+    body = {"error": {"message": failure.message, "type": failure.type, "param": None,
+                      "code": failure.code}}
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
+class _Choice:
+    """Separation state of one choice index."""
+
+    __slots__ = ("builder", "finished", "native", "splitter")
+
+    def __init__(self, options: NormalizeOptions) -> None:
+        self.splitter = TagSplitter(options.tags, implicit_open=options.implicit_open_tag)
+        self.builder = TurnBuilder(
+            hidden=not options.include_in_response,
+            max_reasoning_chars=options.max_reasoning_chars,
+        )
+        self.native = False
+        self.finished = False
+
+    def separate(self, obj: Json, final: bool) -> tuple[list[tuple[int, str]], str | None]:
+        """Feed one delta (or message); return the client segments in order and
+        the reasoning source field when the delta carried native reasoning."""
+        segments: list[tuple[int, str]] = []
+        builder = self.builder
+        found = native_text(obj)
+        source = None
+        if found is not None:
+            text, source = found
+            if not self.native:
+                self.native = True
+                self.splitter.leave_implicit()
+            builder.reasoning(text, source)
+            segments.append((_R, text))
+        details = obj.get("reasoning_details")
+        if details and type(details) is list:
+            builder.details(details)
+        content = obj.get("content")
+        if content and type(content) is str:
+            self._tags(self.splitter.feed(content), segments)
+        if final:
+            self._tags(self.splitter.flush(), segments)
+            self.finished = True
+        calls = obj.get("tool_calls")
+        if calls and type(calls) is list:
+            for call in calls:
+                if type(call) is dict:
+                    builder.tool_call(call)
+        return segments, source
+
+    def _tags(self, events: list[TagEvent], segments: list[tuple[int, str]]) -> None:
+        builder = self.builder
+        for ev in events:
+            kind = type(ev)
+            if kind is Visible:
+                builder.text(ev.text)  # type: ignore[union-attr]
+                segments.append((_V, ev.text))  # type: ignore[union-attr]
+            elif kind is Reasoning:
+                if self.native:  # native is authoritative: a tagged copy stays off the wire
+                    builder.shadow(ev.text)  # type: ignore[union-attr]
+                elif builder.reasoning(ev.text, "think_tag"):  # type: ignore[union-attr]
+                    segments.append((_R, "\n\n" + ev.text))  # type: ignore[union-attr]
+                else:
+                    segments.append((_R, ev.text))  # type: ignore[union-attr]
+            elif self.native:
+                builder.end_shadow()
+            else:
+                builder.end_block()
+
+
+def _rewrite(obj: Json, segments: list[tuple[int, str]], source: str | None,
+             include: bool, join: str) -> bool:
+    """Write the separated channels into a delta or message; True if changed."""
+    visible = "".join(t for k, t in segments if k == _V)
+    reasoning = join.join(t for k, t in segments if k == _R)
+    content = obj.get("content")
+    changed = False
+    if visible != (content or ""):
+        changed = True
+        if visible or type(content) is str:
+            obj["content"] = visible
+    if include:
+        if reasoning and (source != "reasoning_content" or reasoning != obj["reasoning_content"]):
+            obj["reasoning_content"] = reasoning
+            changed = True
+        for key in _FOLDED:
+            if key in obj:
+                del obj[key]
+                changed = True
+    else:
+        for key in _ALL_REASONING:
+            if key in obj:
+                del obj[key]
+                changed = True
+    return changed
+
+
+def _in_order(segments: list[tuple[int, str]]) -> bool:
+    """True when no reasoning follows visible text (one delta can hold it)."""
+    seen_visible = False
+    for kind, _ in segments:
+        if kind == _V:
+            seen_visible = True
+        elif seen_visible:
+            return False
+    return True
+
+
+class StreamNormalizer:
+    __slots__ = (
+        "_choices",
+        "_decoder",
+        "_envelope",
+        "_failure",
+        "_include",
+        "_options",
+        "_upstream_error",
+        "_usage",
+        "state",
+    )
+
+    def __init__(self, options: NormalizeOptions | None = None) -> None:
+        self._options = options or NormalizeOptions()
+        self._include = self._options.include_in_response
+        self._decoder = SSEDecoder(self._options.max_line_bytes)
+        self._choices: dict[Any, _Choice] = {}
+        self._envelope: Json = {}
+        self._usage: Json | None = None
+        self._upstream_error: Any = None
+        self._failure: StreamFailure | None = None
+        self.state = OPEN
+
+    @property
+    def failure(self) -> StreamFailure | None:
+        return self._failure
+
+    @property
+    def finished(self) -> bool:
+        """A finish_reason (or [DONE]) was seen: the answer is complete."""
+        return self.state == DONE or any(c.finished for c in self._choices.values())
+
+    def feed(self, data: bytes) -> bytes:
+        if self.state != OPEN:
+            return b""
+        try:
+            events = self._decoder.feed(data)
+        except SSELineTooLong as exc:
+            return self._fail(StreamFailure("upstream_line_too_long", str(exc)))
+        return self._events(events) if events else b""
+
+    def finish(self) -> bytes:
+        """The upstream closed the connection."""
+        if self.state != OPEN:
+            return b""
+        try:
+            out = self._events(self._decoder.flush())
+        except SSELineTooLong as exc:
+            return self._fail(StreamFailure("upstream_line_too_long", str(exc)))
+        if self.state != OPEN:
+            return out
+        if self.finished:  # after a finish_reason, a close without [DONE] is a normal end
+            return out + self._flush_choices() + self._done()
+        return out + self._fail(
+            StreamFailure("upstream_closed", "The upstream closed the stream before it finished.")
+        )
+
+    def abort(self, failure: StreamFailure) -> bytes:
+        """The proxy stops the stream (idle timeout, upstream read error)."""
+        if self.state != OPEN:
+            return b""
+        return self._fail(failure)
+
+    def turn(self, index: int = 0) -> Turn:
+        choice = self._choices.get(index)
+        if choice is None and self._choices:
+            choice = self._choices[min(self._choices, key=lambda k: (str(type(k)), k))]
+        builder = choice.builder if choice else TurnBuilder()
+        finish = self._envelope.get("finish_reason")
+        complete = self.state == DONE and self._upstream_error is None
+        error = None
+        if self._failure is not None:
+            error = self._failure.code
+        elif self._upstream_error is not None:
+            error = "upstream_error_event"
+        elif self.state == OPEN:
+            error = "interrupted"
+        return builder.build(
+            finish_reason=finish,
+            usage=self._usage,
+            complete=complete,
+            model=self._envelope.get("model"),
+            response_id=self._envelope.get("id"),
+            error=error,
+        )
+
+    # -- internals ---------------------------------------------------------
+
+    def _events(self, events: list[Any]) -> bytes:
+        out: list[bytes] = []
+        for ev in events:
+            if type(ev) is SSEComment:
+                out.append(encode_comment(ev.text))
+                continue
+            data = ev.data
+            if data[:6] == b"[DONE]" and data.strip() == b"[DONE]":
+                out.append(self._flush_choices())
+                out.append(self._done())
+                break
+            if ev.event is not None and ev.event != "message":
+                if ev.event == "error":
+                    self._upstream_error = data
+                out.append(encode_event(data, ev.event))
+                continue
+            try:
+                obj = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                out.append(self._fail(StreamFailure(
+                    "malformed_upstream_event", "The upstream sent an event that is not JSON.")))
+                break
+            if type(obj) is not dict:
+                out.append(encode_event(data))
+                continue
+            out.append(self._chunk(obj, data))
+        return b"".join(out)
+
+    def _chunk(self, obj: Json, raw: bytes) -> bytes:
+        if not self._envelope:
+            self._envelope = {k: obj[k] for k in ("id", "object", "created", "model") if k in obj}
+        usage = obj.get("usage")
+        if usage and type(usage) is dict:
+            self._usage = usage
+        if "error" in obj:
+            self._upstream_error = obj["error"]
+        choices = obj.get("choices")
+        if not choices or type(choices) is not list:
+            return encode_event(raw)
+        changed = False
+        split: bytes | None = None
+        for choice in choices:
+            if type(choice) is not dict:
+                continue
+            index = choice.get("index", 0)
+            state = self._choices.get(index)
+            if state is None:
+                state = self._choices[index] = _Choice(self._options)
+            finish = choice.get("finish_reason")
+            if finish is not None:
+                self._envelope["finish_reason"] = finish
+            delta = choice.get("delta")
+            if type(delta) is not dict:
+                if finish is None or state.finished:
+                    continue
+                delta = {}
+                segments, source = state.separate(delta, True)
+                if not segments:
+                    continue
+                choice["delta"] = delta
+            else:
+                segments, source = state.separate(delta, finish is not None)
+            if self._include and len(choices) == 1 and not _in_order(segments):
+                split = self._split(obj, choice, delta, segments, source)
+                continue
+            if _rewrite(delta, segments, source, self._include, ""):
+                changed = True
+        if split is not None:
+            return split
+        if changed:
+            return b"data: " + orjson.dumps(obj) + b"\n\n"
+        return encode_event(raw)
+
+    def _split(self, obj: Json, choice: Json, delta: Json,
+               segments: list[tuple[int, str]], source: str | None) -> bytes:
+        """Reasoning after visible text in one delta: send one chunk per run,
+        in order, so a client that renders as it reads sees the true order."""
+        runs: list[tuple[int, str]] = []
+        for kind, text in segments:
+            if runs and runs[-1][0] == kind:
+                runs[-1] = (kind, runs[-1][1] + text)
+            else:
+                runs.append((kind, text))
+        head = {k: v for k, v in obj.items() if k not in ("choices", "usage")}
+        index = choice.get("index", 0)
+        out = []
+        for n, (kind, text) in enumerate(runs[:-1]):
+            piece: Json = {"content": text} if kind == _V else {"reasoning_content": text}
+            if n == 0 and "role" in delta:
+                piece = {"role": delta.pop("role"), **piece}
+            out.append({**head, "choices": [{"index": index, "delta": piece, "finish_reason": None}]})
+        _rewrite(delta, runs[-1:], source, True, "")
+        if runs[-1][0] == _V:
+            delta.pop("reasoning_content", None)
+        out.append(obj)
+        return b"".join(b"data: " + orjson.dumps(o) + b"\n\n" for o in out)
+
+    def _flush_choices(self) -> bytes:
+        """Release what the tag splitters hold when the stream ends without a
+        finish_reason on some choice."""
+        out = []
+        for index, state in self._choices.items():
+            if state.finished:
+                continue
+            segments, _ = state.separate({}, True)
+            if not segments:
+                continue
+            delta: Json = {}
+            _rewrite(delta, segments, None, self._include, "")
+            if not delta:
+                continue
+            chunk = {**self._envelope, "choices": [{"index": index, "delta": delta,
+                                                    "finish_reason": None}]}
+            chunk.pop("finish_reason", None)
+            out.append(b"data: " + orjson.dumps(chunk) + b"\n\n")
+        return b"".join(out)
+
+    def _done(self) -> bytes:
+        self.state = DONE
+        return DONE_EVENT
+
+    def _fail(self, failure: StreamFailure) -> bytes:
+        self.state = FAILED
+        self._failure = failure
+        for state in self._choices.values():
+            if not state.finished:
+                state.separate({}, True)  # keep what the splitter held, in the turn
+        return error_event(failure)
+
+
+def normalize_completion(body: Json, options: NormalizeOptions | None = None
+                         ) -> tuple[bool, Turn | None]:
+    """Normalize a non-streaming `chat.completion` body in place.
+
+    Returns whether the body changed and the Turn of its first choice (None
+    when the body has no choices, e.g. an error object passed through)."""
+    options = options or NormalizeOptions()
+    choices = body.get("choices")
+    if not choices or type(choices) is not list:
+        return False, None
+    changed = False
+    first: _Choice | None = None
+    for choice in choices:
+        if type(choice) is not dict or type(choice.get("message")) is not dict:
+            continue
+        message = choice["message"]
+        state = _Choice(options)
+        segments, source = state.separate(message, True)
+        if _rewrite(message, segments, source, options.include_in_response, ""):
+            changed = True
+        if first is None:
+            first = state
+            finish = choice.get("finish_reason")
+    if first is None:
+        return changed, None
+    usage = body.get("usage")
+    turn = first.builder.build(
+        finish_reason=finish,
+        usage=usage if type(usage) is dict else None,
+        complete=True,
+        model=body.get("model"),
+        response_id=body.get("id"),
+    )
+    return changed, turn

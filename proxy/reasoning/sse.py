@@ -1,0 +1,162 @@
+"""Incremental Server-Sent Events decoder and encoder (sans-IO).
+
+`SSEDecoder.feed(bytes)` buffers and returns every event completed by those
+bytes; `flush()` ends the stream. Lines end with LF, CR or CRLF (a CR at the
+end of one read and the LF at the start of the next are one line end). Data
+stays bytes: lines are cut on bytes, so a UTF-8 character split across reads
+is whole again by the time a line is complete, and JSON decoders take bytes.
+
+The only exception raised is `SSELineTooLong`, when an incomplete line or one
+event's data grows past the bound: a peer that never ends a line cannot make
+the decoder hold an unbounded buffer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_MAX_LINE_BYTES = 1 << 20
+
+_LINE_ENDS = (b"\n", b"\r")
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One dispatched event: its data lines joined with LF."""
+
+    data: bytes
+    event: str | None = None
+    id: str | None = None
+    retry: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SSEComment:
+    """A comment line (`: ping`), kept so keep-alives can be forwarded."""
+
+    text: bytes
+
+
+class SSELineTooLong(Exception):
+    """A line or an event's data exceeded the decoder's byte bound."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"SSE line longer than {limit} bytes")
+        self.limit = limit
+
+
+class SSEDecoder:
+    """Turn a byte stream into `SSEEvent` and `SSEComment` items.
+
+    State: `_buf` holds the bytes of the incomplete last line; `_data` the data
+    lines of the event being built; `_skip_lf` is set when the previous read
+    ended in CR, so an LF that starts the next read is not a second line end.
+    """
+
+    __slots__ = ("_buf", "_data", "_data_size", "_event", "_id", "_max", "_retry", "_skip_lf")
+
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self._max = max_line_bytes
+        self._buf = b""
+        self._skip_lf = False
+        self._data: list[bytes] = []
+        self._data_size = 0
+        self._event: str | None = None
+        self._id: str | None = None
+        self._retry: int | None = None
+
+    def feed(self, chunk: bytes) -> list[SSEEvent | SSEComment]:
+        if not chunk:
+            return []
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+        buf = self._buf + chunk if self._buf else chunk
+        cut = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
+        if cut < 0:
+            if len(buf) > self._max:
+                raise SSELineTooLong(self._max)
+            self._buf = buf
+            return []
+        self._buf = buf[cut + 1 :]
+        if len(self._buf) > self._max:
+            raise SSELineTooLong(self._max)
+        if buf[cut] == 13:  # CR last: an LF may follow in the next read
+            self._skip_lf = True
+        return self._lines(buf[: cut + 1].splitlines())
+
+    def flush(self) -> list[SSEEvent | SSEComment]:
+        """End of stream: a final line without its line end still counts, and
+        an event whose blank line never came is dispatched (as browsers do not,
+        but a proxy should not lose the last event of a cut stream)."""
+        out: list[SSEEvent | SSEComment] = []
+        if self._buf:
+            out = self._lines([self._buf])
+            self._buf = b""
+        self._skip_lf = False
+        if self._data:
+            out.extend(self._lines([b""]))
+        return out
+
+    def _lines(self, lines: list[bytes]) -> list[SSEEvent | SSEComment]:
+        out: list[SSEEvent | SSEComment] = []
+        limit = self._max
+        for line in lines:
+            if not line:
+                if self._data:
+                    out.append(
+                        SSEEvent(b"\n".join(self._data), self._event, self._id, self._retry)
+                    )
+                    self._data = []
+                    self._data_size = 0
+                self._event = None
+                self._retry = None
+                continue
+            if len(line) > limit:
+                raise SSELineTooLong(limit)
+            if line[:5] == b"data:":
+                value = line[6:] if line[5:6] == b" " else line[5:]
+                self._data_size += len(value)
+                if self._data_size > limit:
+                    raise SSELineTooLong(limit)
+                self._data.append(value)
+            elif line[:1] == b":":
+                out.append(SSEComment(line[1:]))
+            else:
+                self._field(line)
+        return out
+
+    def _field(self, line: bytes) -> None:
+        name, sep, value = line.partition(b":")
+        if sep and value[:1] == b" ":
+            value = value[1:]
+        text = value.decode("utf-8", "replace")
+        if name == b"event":
+            self._event = text
+        elif name == b"id":
+            if "\0" not in text:
+                self._id = text
+        elif name == b"retry":
+            if text.isdigit():
+                self._retry = int(text)
+        elif name == b"data":  # `data` with no colon: an empty data line
+            self._data.append(b"")
+        # other field names are ignored, as the SSE specification says
+
+
+def encode_event(data: bytes, event: str | None = None) -> bytes:
+    """Render one event; multi-line data becomes several `data:` lines."""
+    head = b"event: " + event.encode() + b"\n" if event else b""
+    if b"\n" in data or b"\r" in data:
+        lines = data.splitlines() or [b""]
+        return head + b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
+    return head + b"data: " + data + b"\n\n"
+
+
+def encode_comment(text: bytes) -> bytes:
+    return b":" + text + b"\n\n"
+
+
+DONE = b"[DONE]"
+DONE_EVENT = b"data: [DONE]\n\n"
