@@ -87,6 +87,27 @@ class _Choice:
         self.native = False
         self.finished = False
 
+    def quick(self, delta: Json, include: bool) -> bool:
+        """Handle the common deltas that pass unchanged (plain answer text, or
+        native `reasoning_content` alone) without the general machinery.
+        False means nothing was done: take `separate`."""
+        if "tool_calls" in delta or "reasoning" in delta or "thinking" in delta:
+            return False
+        if "reasoning_details" in delta or (not include and "reasoning_content" in delta):
+            return False
+        content = delta.get("content")
+        rc = delta.get("reasoning_content")
+        if rc:
+            if content or not self.native or type(rc) is not str:
+                return False
+            self.builder.reasoning(rc, "reasoning_content")
+            return True
+        if content:
+            if type(content) is not str or "<" in content or not self.splitter.plain:
+                return False
+            self.builder.text(content)
+        return True
+
     def separate(self, obj: Json, final: bool) -> tuple[list[tuple[int, str]], str | None]:
         """Feed one delta (or message); return the client segments in order and
         the reasoning source field when the delta carried native reasoning."""
@@ -286,13 +307,19 @@ class StreamNormalizer:
                 out.append(self._fail(StreamFailure(
                     "malformed_upstream_event", "The upstream sent an event that is not JSON.")))
                 break
-            if type(obj) is not dict:
+            if type(obj) is dict:
+                changed = self._chunk(obj)
+                if changed is not None:
+                    out.append(changed)
+                    continue
+            if b"\n" in data:
                 out.append(encode_event(data))
-                continue
-            out.append(self._chunk(obj, data))
+            else:
+                out += (b"data: ", data, b"\n\n")
         return b"".join(out)
 
-    def _chunk(self, obj: Json, raw: bytes) -> bytes:
+    def _chunk(self, obj: Json) -> bytes | None:
+        """Normalize one chunk; None when it goes out as the upstream sent it."""
         if not self._envelope:
             self._envelope = {k: obj[k] for k in ("id", "object", "created", "model") if k in obj}
         usage = obj.get("usage")
@@ -302,7 +329,14 @@ class StreamNormalizer:
             self._upstream_error = obj["error"]
         choices = obj.get("choices")
         if not choices or type(choices) is not list:
-            return encode_event(raw)
+            return None
+        if len(choices) == 1:
+            choice = choices[0]
+            if type(choice) is dict and choice.get("finish_reason") is None:
+                delta = choice.get("delta")
+                state = self._choices.get(choice.get("index", 0))
+                if type(delta) is dict and state is not None and state.quick(delta, self._include):
+                    return None
         changed = False
         split: bytes | None = None
         for choice in choices:
@@ -335,7 +369,7 @@ class StreamNormalizer:
             return split
         if changed:
             return b"data: " + orjson.dumps(obj) + b"\n\n"
-        return encode_event(raw)
+        return None
 
     def _split(self, obj: Json, choice: Json, delta: Json,
                segments: list[tuple[int, str]], source: str | None) -> bytes:

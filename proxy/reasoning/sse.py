@@ -20,7 +20,9 @@ DEFAULT_MAX_LINE_BYTES = 1 << 20
 _LINE_ENDS = (b"\n", b"\r")
 
 
-@dataclass(frozen=True, slots=True)
+# Events are slotted dataclasses, not frozen ones: a frozen dataclass's
+# __init__ costs about 1 us, an eighth of the whole per-event budget.
+@dataclass(slots=True)
 class SSEEvent:
     """One dispatched event: its data lines joined with LF."""
 
@@ -30,7 +32,7 @@ class SSEEvent:
     retry: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SSEComment:
     """A comment line (`: ping`), kept so keep-alives can be forwarded."""
 
@@ -73,18 +75,44 @@ class SSEDecoder:
             if chunk[:1] == b"\n":
                 chunk = chunk[1:]
         buf = self._buf + chunk if self._buf else chunk
+        if b"\r" not in buf and not self._data and self._event is None:
+            return self._feed_lf(buf)
         cut = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
         if cut < 0:
-            if len(buf) > self._max:
-                raise SSELineTooLong(self._max)
-            self._buf = buf
-            return []
-        self._buf = buf[cut + 1 :]
-        if len(self._buf) > self._max:
-            raise SSELineTooLong(self._max)
+            return self._keep(buf, [])
         if buf[cut] == 13:  # CR last: an LF may follow in the next read
             self._skip_lf = True
-        return self._lines(buf[: cut + 1].splitlines())
+        return self._keep(buf[cut + 1 :], self._lines(buf[: cut + 1].splitlines()))
+
+    def _feed_lf(self, buf: bytes) -> list[SSEEvent | SSEComment]:
+        """The common case, LF line ends and no event half-built: cut whole
+        events at blank lines; single `data: ` lines need no line parsing."""
+        end = buf.rfind(b"\n\n")
+        if end < 0:
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                return self._keep(buf, [])
+            return self._keep(buf[cut + 1 :], self._lines(buf[: cut + 1].splitlines()))
+        out: list[SSEEvent | SSEComment] = []
+        limit = self._max
+        for block in buf[:end].split(b"\n\n"):
+            if block[:6] == b"data: " and b"\n" not in block and len(block) <= limit:
+                out.append(SSEEvent(block[6:], None, self._id))
+            else:
+                out.extend(self._lines([*block.split(b"\n"), b""]))
+        rest = buf[end + 2 :]
+        cut = rest.rfind(b"\n")
+        if cut < 0:
+            return self._keep(rest, out)
+        out.extend(self._lines(rest[: cut + 1].splitlines()))
+        return self._keep(rest[cut + 1 :], out)
+
+    def _keep(self, tail: bytes, out: list[SSEEvent | SSEComment]) -> list[SSEEvent | SSEComment]:
+        """Hold the incomplete last line, within the bound."""
+        if len(tail) > self._max:
+            raise SSELineTooLong(self._max)
+        self._buf = tail
+        return out
 
     def flush(self) -> list[SSEEvent | SSEComment]:
         """End of stream: a final line without its line end still counts, and
@@ -149,7 +177,7 @@ def encode_event(data: bytes, event: str | None = None) -> bytes:
     """Render one event; multi-line data becomes several `data:` lines."""
     head = b"event: " + event.encode() + b"\n" if event else b""
     if b"\n" in data or b"\r" in data:
-        lines = data.splitlines() or [b""]
+        lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
         return head + b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
     return head + b"data: " + data + b"\n\n"
 

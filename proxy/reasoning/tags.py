@@ -29,12 +29,13 @@ DEFAULT_TAGS: tuple[str, ...] = ("think", "thinking", "reasoning")
 _MAX_HELD_WHITESPACE = 64
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, for speed (see sse.py); treat them as values.
+@dataclass(slots=True)
 class Visible:
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reasoning:
     text: str
 
@@ -87,39 +88,39 @@ class TagSplitter:
         "_carry",
         "_fresh_implicit",
         "_held_ws",
+        "_hold",
         "_skip_ws",
         "_state",
         "_tags",
-        "seen_block",
     )
 
     def __init__(self, tags: TagSet = DEFAULT_TAG_SET, *, implicit_open: bool = False) -> None:
         self._tags = tags
         self._carry = ""
         self._held_ws = ""
+        self._hold = ""  # visible text held across a block (see _emit_before_block)
         self._block: str | None = None
         self._state = _INSIDE if implicit_open else _OUTSIDE
         # In implicit mode, a leading explicit open tag is consumed, not reasoning.
         self._fresh_implicit = implicit_open
         self._skip_ws = implicit_open
-        self.seen_block = False
 
     @property
-    def inside(self) -> bool:
-        return self._state == _INSIDE
+    def plain(self) -> bool:
+        """Outside any block with nothing held: text without `<` passes as is."""
+        return self._state == _OUTSIDE and not self._carry and not self._skip_ws
 
     @property
     def carry_size(self) -> int:
-        return len(self._carry) + len(self._held_ws)
+        return len(self._carry) + len(self._held_ws) + len(self._hold)
 
-    def leave_implicit(self) -> list[TagEvent]:
+    def leave_implicit(self) -> None:
         """Native reasoning arrived: an implicit block that has not been shown
         anything becomes visible text again (the response is not tag-based)."""
         if self._fresh_implicit and self._state == _INSIDE:
             self._state = _OUTSIDE
             self._fresh_implicit = False
             self._skip_ws = False
-        return []
 
     def feed(self, text: str) -> list[TagEvent]:
         if self._carry:
@@ -145,16 +146,47 @@ class TagSplitter:
             match = self._match(window)
             if match is None:
                 if lt + len(window) >= n and self._is_prefix(window):
+                    if self._state == _OUTSIDE:
+                        # `<thi` + `</th`: if that close tag completes and is cut
+                        # out, the two join; hold both
+                        lt = pos + self._prefix_start(text[pos:lt])
                     if lt > pos:
                         self._emit(text[pos:lt], out)
                     self._carry = text[lt:]
                     return out
                 scan = lt + 1
                 continue
-            if lt > pos:
-                self._emit(text[pos:lt], out)
-            end = lt + match[2]
-            self._apply(match, text[lt:end], out)
+            is_open, name, length = match
+            end = lt + length
+            if self._state == _OUTSIDE and not is_open:
+                # A stray close tag is cut out; the text around it may now form
+                # a tag, so look again from where one could start.
+                text = text[:lt] + text[end:]
+                n = len(text)
+                scan = max(pos, lt - longest + 1)
+                continue
+            if self._state == _OUTSIDE:
+                self._emit_before_block(text[pos:lt], out)
+                self._open(name)
+            elif not is_open and self._block in (None, name):
+                if lt > pos:
+                    self._emit(text[pos:lt], out)
+                self._close(out)
+                if self._hold:
+                    # the visible text held before the block joins what follows it
+                    text = self._hold + text[end:]
+                    self._hold = ""
+                    n = len(text)
+                    pos = scan = 0
+                    continue
+            elif is_open and self._fresh_implicit and not text[pos:lt].strip():
+                # `<think>` at the start of an implicit block repeats the
+                # prompt's open tag: consume it.
+                self._fresh_implicit = False
+                self._block = name
+            else:
+                # tags do not nest: inside a block any other tag is reasoning text
+                self._emit(text[pos:end], out)
             pos = scan = end
 
     def flush(self) -> list[TagEvent]:
@@ -165,6 +197,9 @@ class TagSplitter:
         self._held_ws = ""  # trailing whitespace at the end of a block is trimmed
         if self._state == _INSIDE:
             self._close(out)
+        if self._hold:
+            out.append(Visible(self._hold))
+            self._hold = ""
         return out
 
     # -- internals ---------------------------------------------------------
@@ -187,26 +222,28 @@ class TagSplitter:
                 return True
         return False
 
-    def _apply(self, match: tuple[bool, str, int], raw: str, out: list[TagEvent]) -> None:
-        is_open, name, _ = match
-        if self._state == _OUTSIDE:
-            if is_open:
-                self._state = _INSIDE
-                self._block = name
-                self._skip_ws = True
-                self.seen_block = True
-            else:
-                # A stray close tag: removed, the text around it stays visible.
-                self._skip_ws = False
-        elif is_open and self._fresh_implicit:
-            # `<think>` at the start of an implicit block repeats the prompt's
-            # open tag: consume it.
-            self._fresh_implicit = False
-            self._block = name
-        elif not is_open and (self._block is None or self._block == name):
-            self._close(out)
-        else:
-            self._emit(raw, out)  # tags do not nest: reasoning text
+    def _emit_before_block(self, text: str, out: list[TagEvent]) -> None:
+        """Visible text just before an open tag. If it ends in what could be
+        the start of a delimiter (`<thi`), that part is held until the block
+        ends: the text after the block could complete it, and the answer
+        channel must never contain a delimiter, even joined across a block."""
+        cut = self._prefix_start(text)
+        self._hold = text[cut:]
+        if cut:
+            self._emit(text[:cut], out)
+
+    def _prefix_start(self, text: str) -> int:
+        """Where a trailing possible delimiter start (`<thi`) begins, else len(text)."""
+        cut = text.rfind("<")
+        if cut >= 0 and len(text) - cut < self._tags.longest:
+            if self._is_prefix(text[cut:].lower()):
+                return cut
+        return len(text)
+
+    def _open(self, name: str) -> None:
+        self._state = _INSIDE
+        self._block = name
+        self._skip_ws = True
 
     def _close(self, out: list[TagEvent]) -> None:
         self._held_ws = ""
@@ -214,7 +251,6 @@ class TagSplitter:
         self._block = None
         self._fresh_implicit = False
         self._skip_ws = True
-        self.seen_block = True
         out.append(REASONING_END)
 
     def _emit(self, text: str, out: list[TagEvent]) -> None:
