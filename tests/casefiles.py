@@ -56,6 +56,8 @@ def read_stream(body: bytes) -> dict[str, Any]:
         if "error" in obj:
             errors.append(obj["error"])
         for choice in obj.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
             delta = choice.get("delta") or {}
             content.append(delta.get("content") or "")
             reasoning.append(delta.get("reasoning_content") or "")

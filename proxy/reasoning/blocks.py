@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
-SourceField = Literal["reasoning_content", "reasoning", "thinking", "reasoning_details", "think_tag"]
+SourceField = Literal[
+    "reasoning_content", "reasoning", "thinking", "reasoning_details", "think_tag"
+]
 SOURCE_FIELDS: tuple[SourceField, ...] = (
     "reasoning_content",
     "reasoning",
@@ -163,7 +165,9 @@ def with_token_counts(turn: Turn, count: Callable[[str], int]) -> Turn:
         last = max(i for i, e in enumerate(estimates) if e > 0)
         counts[last] += reported - sum(counts)
     it = iter(counts)
-    parts = tuple(replace(p, tokens=next(it)) if isinstance(p, ThinkingBlock) else p for p in turn.parts)
+    parts = tuple(
+        replace(p, tokens=next(it)) if isinstance(p, ThinkingBlock) else p for p in turn.parts
+    )
     return replace(turn, parts=parts)
 
 

@@ -197,7 +197,7 @@ class TurnBuilder:
     def _has_text_before(self, block: _Block) -> bool:
         for p in self._parts:
             if p is block:
-                return False
+                break
             if type(p) is _Block and not p.shadow and p.texts:
                 return True
         return False

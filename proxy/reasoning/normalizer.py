@@ -68,8 +68,14 @@ class StreamFailure:
 
 
 def error_event(failure: StreamFailure) -> bytes:
-    body = {"error": {"message": failure.message, "type": failure.type, "param": None,
-                      "code": failure.code}}
+    body = {
+        "error": {
+            "message": failure.message,
+            "type": failure.type,
+            "param": None,
+            "code": failure.code,
+        }
+    }
     return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
@@ -158,8 +164,9 @@ class _Choice:
                 builder.end_block()
 
 
-def _rewrite(obj: Json, segments: list[tuple[int, str]], source: str | None,
-             include: bool, join: str) -> bool:
+def _rewrite(
+    obj: Json, segments: list[tuple[int, str]], source: str | None, include: bool, join: str
+) -> bool:
     """Write the separated channels into a delta or message; True if changed."""
     visible = "".join(t for k, t in segments if k == _V)
     reasoning = join.join(t for k, t in segments if k == _R)
@@ -261,9 +268,7 @@ class StreamNormalizer:
         return self._fail(failure)
 
     def turn(self, index: int = 0) -> Turn:
-        choice = self._choices.get(index)
-        if choice is None and self._choices:
-            choice = self._choices[min(self._choices, key=lambda k: (str(type(k)), k))]
+        choice = self._choices.get(index) or next(iter(self._choices.values()), None)
         builder = choice.builder if choice else TurnBuilder()
         finish = self._envelope.get("finish_reason")
         complete = self.state == DONE and self._upstream_error is None
@@ -304,8 +309,14 @@ class StreamNormalizer:
             try:
                 obj = orjson.loads(data)
             except orjson.JSONDecodeError:
-                out.append(self._fail(StreamFailure(
-                    "malformed_upstream_event", "The upstream sent an event that is not JSON.")))
+                out.append(
+                    self._fail(
+                        StreamFailure(
+                            "malformed_upstream_event",
+                            "The upstream sent an event that is not JSON.",
+                        )
+                    )
+                )
                 break
             if type(obj) is dict:
                 changed = self._chunk(obj)
@@ -371,8 +382,14 @@ class StreamNormalizer:
             return b"data: " + orjson.dumps(obj) + b"\n\n"
         return None
 
-    def _split(self, obj: Json, choice: Json, delta: Json,
-               segments: list[tuple[int, str]], source: str | None) -> bytes:
+    def _split(
+        self,
+        obj: Json,
+        choice: Json,
+        delta: Json,
+        segments: list[tuple[int, str]],
+        source: str | None,
+    ) -> bytes:
         """Reasoning after visible text in one delta: send one chunk per run,
         in order, so a client that renders as it reads sees the true order."""
         runs: list[tuple[int, str]] = []
@@ -388,7 +405,9 @@ class StreamNormalizer:
             piece: Json = {"content": text} if kind == _V else {"reasoning_content": text}
             if n == 0 and "role" in delta:
                 piece = {"role": delta.pop("role"), **piece}
-            out.append({**head, "choices": [{"index": index, "delta": piece, "finish_reason": None}]})
+            out.append(
+                {**head, "choices": [{"index": index, "delta": piece, "finish_reason": None}]}
+            )
         _rewrite(delta, runs[-1:], source, True, "")
         if runs[-1][0] == _V:
             delta.pop("reasoning_content", None)
@@ -409,8 +428,10 @@ class StreamNormalizer:
             _rewrite(delta, segments, None, self._include, "")
             if not delta:
                 continue
-            chunk = {**self._envelope, "choices": [{"index": index, "delta": delta,
-                                                    "finish_reason": None}]}
+            chunk = {
+                **self._envelope,
+                "choices": [{"index": index, "delta": delta, "finish_reason": None}],
+            }
             chunk.pop("finish_reason", None)
             out.append(b"data: " + orjson.dumps(chunk) + b"\n\n")
         return b"".join(out)
@@ -428,8 +449,9 @@ class StreamNormalizer:
         return error_event(failure)
 
 
-def normalize_completion(body: Json, options: NormalizeOptions | None = None
-                         ) -> tuple[bool, Turn | None]:
+def normalize_completion(
+    body: Json, options: NormalizeOptions | None = None
+) -> tuple[bool, Turn | None]:
     """Normalize a non-streaming `chat.completion` body in place.
 
     Returns whether the body changed and the Turn of its first choice (None

@@ -133,9 +133,7 @@ class SSEDecoder:
         for line in lines:
             if not line:
                 if self._data:
-                    out.append(
-                        SSEEvent(b"\n".join(self._data), self._event, self._id, self._retry)
-                    )
+                    out.append(SSEEvent(b"\n".join(self._data), self._event, self._id, self._retry))
                     self._data = []
                     self._data_size = 0
                 self._event = None

@@ -131,7 +131,8 @@ class TagSplitter:
                 return []
             if self._state == _OUTSIDE:
                 return [Visible(text)]
-            return self._reasoning(text)
+            text = self._reasoning(text)
+            return [Reasoning(text)] if text else []
         out: list[TagEvent] = []
         pos = scan = 0  # pos: start of text not yet emitted; scan: where to look for "<"
         n = len(text)
@@ -217,10 +218,7 @@ class TagSplitter:
         return None
 
     def _is_prefix(self, window: str) -> bool:
-        for delim, _ in self._tags.opens + self._tags.closes:
-            if delim.startswith(window):
-                return True
-        return False
+        return any(delim.startswith(window) for delim, _ in self._tags.opens + self._tags.closes)
 
     def _emit_before_block(self, text: str, out: list[TagEvent]) -> None:
         """Visible text just before an open tag. If it ends in what could be
@@ -235,9 +233,12 @@ class TagSplitter:
     def _prefix_start(self, text: str) -> int:
         """Where a trailing possible delimiter start (`<thi`) begins, else len(text)."""
         cut = text.rfind("<")
-        if cut >= 0 and len(text) - cut < self._tags.longest:
-            if self._is_prefix(text[cut:].lower()):
-                return cut
+        if (
+            cut >= 0
+            and len(text) - cut < self._tags.longest
+            and self._is_prefix(text[cut:].lower())
+        ):
+            return cut
         return len(text)
 
     def _open(self, name: str) -> None:
@@ -261,18 +262,18 @@ class TagSplitter:
             self._skip_ws = False
             text = stripped
         if self._state == _OUTSIDE:
-            if out and type(out[-1]) is Visible:
-                out[-1] = Visible(out[-1].text + text)
-            else:
-                out.append(Visible(text))
+            out.append(Visible(text))
             return
-        for event in self._reasoning(text):
-            if out and type(out[-1]) is Reasoning:
-                out[-1] = Reasoning(out[-1].text + event.text)
-            else:
-                out.append(event)
+        text = self._reasoning(text)
+        if not text:
+            return
+        last = out[-1] if out else None
+        if type(last) is Reasoning:
+            out[-1] = Reasoning(last.text + text)
+        else:
+            out.append(Reasoning(text))
 
-    def _reasoning(self, text: str) -> list[TagEvent]:
+    def _reasoning(self, text: str) -> str:
         """Reasoning text, holding back a bounded run of trailing whitespace."""
         self._fresh_implicit = False
         if self._held_ws:
@@ -283,4 +284,4 @@ class TagSplitter:
         if tail and tail <= _MAX_HELD_WHITESPACE:
             self._held_ws = text[len(body) :]
             text = body
-        return [Reasoning(text)] if text else []
+        return text

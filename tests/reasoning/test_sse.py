@@ -35,7 +35,7 @@ def byte_by_byte(data: bytes) -> list[object]:
 
 STREAM = (
     b": ping\n"
-    b"data: {\"a\": 1}\n\n"
+    b'data: {"a": 1}\n\n'
     b"event: update\nid: 7\nretry: 1500\ndata: one\ndata: two\n\n"
     b"data:nospace\n\n"
     b"data: caf\xc3\xa9 \xf0\x9f\xa4\x94\n\n"
@@ -124,9 +124,7 @@ def test_every_over_long_shape_raises(data: bytes) -> None:
 
 
 def test_long_line_within_bound_is_fine() -> None:
-    assert decode(b"data: " + b"x" * 100 + b"\n\n", max_line_bytes=200) == [
-        SSEEvent(b"x" * 100)
-    ]
+    assert decode(b"data: " + b"x" * 100 + b"\n\n", max_line_bytes=200) == [SSEEvent(b"x" * 100)]
 
 
 def test_encoder_round_trip() -> None:
@@ -138,8 +136,10 @@ def test_encoder_round_trip() -> None:
     assert decode(encoded) == [SSEEvent(b"one\ntwo", "x"), SSEComment(b"c"), SSEEvent(b"z")]
 
 
-@given(st.lists(st.integers(min_value=0, max_value=12), max_size=40), st.sampled_from(
-    [b"\n", b"\r", b"\r\n"]))
+@given(
+    st.lists(st.integers(min_value=0, max_value=12), max_size=40),
+    st.sampled_from([b"\n", b"\r", b"\r\n"]),
+)
 def test_split_invariance(pieces: list[int], newline: bytes) -> None:
     data = STREAM.replace(b"\n", newline)
     assert decode(data, pieces) == EXPECTED
@@ -150,8 +150,10 @@ _text = st.text(
 )
 
 
-@given(st.lists(st.lists(_text, min_size=1, max_size=3), max_size=8),
-       st.lists(st.integers(min_value=1, max_value=9), max_size=30))
+@given(
+    st.lists(st.lists(_text, min_size=1, max_size=3), max_size=8),
+    st.lists(st.integers(min_value=1, max_value=9), max_size=30),
+)
 def test_encode_then_decode_gives_the_data_back(events: list[list[str]], pieces: list[int]) -> None:
     payloads = ["\n".join(lines).encode() for lines in events]
     data = b"".join(encode_event(p) for p in payloads)

