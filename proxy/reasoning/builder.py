@@ -146,12 +146,14 @@ class TurnBuilder:
 
     def build(self, **fields: Any) -> Turn:
         parts: list[Part] = []
-        # native reasoning with all whitespace removed, to compare tagged copies
-        native = "".join(
-            "".join("".join(p.texts).split())
-            for p in self._parts
-            if type(p) is _Block and not p.shadow
-        )
+        native = ""
+        if any(type(p) is _Block and p.shadow for p in self._parts):
+            # native reasoning without whitespace, to compare the tagged copies with
+            native = "".join(
+                "".join("".join(p.texts).split())
+                for p in self._parts
+                if type(p) is _Block and not p.shadow
+            )
         for p in self._parts:
             if type(p) is _Block:
                 block = self._finish_block(p, native)
