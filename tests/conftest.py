@@ -12,3 +12,21 @@ settings.register_profile(
     "deep", deadline=None, max_examples=5000, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+import pytest  # noqa: E402
+
+from tests.harness import FakeUpstream  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def upstream_server() -> FakeUpstream:
+    server = FakeUpstream().start()
+    yield server  # type: ignore[misc]
+    server.stop()
+
+
+@pytest.fixture
+def upstream(upstream_server: FakeUpstream) -> FakeUpstream:
+    upstream_server.reset()
+    return upstream_server

@@ -1,0 +1,104 @@
+"""Small helpers for the raw ASGI endpoints (the hot paths skip the
+framework): reading a bounded body, decoding headers, sending responses."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from typing import Any
+
+import orjson
+
+from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+JSON_TYPE = (b"content-type", b"application/json")
+
+
+class ClientGone(Exception):
+    """The client disconnected before its request body was read."""
+
+
+def request_headers(scope: Scope, max_value_bytes: int) -> list[tuple[str, str]]:
+    """The request's headers as (lower-case name, value). Values with CR, LF
+    or NUL, or longer than the bound, are refused (never echoed)."""
+    out: list[tuple[str, str]] = []
+    for raw_name, raw_value in scope.get("headers", ()):
+        name = raw_name.decode("latin-1").lower()
+        if len(raw_value) > max_value_bytes:
+            raise BadRequest(
+                f"The value of header {name} is longer than limits.max_header_bytes.",
+                param=name,
+                code="header_too_large",
+            )
+        if b"\r" in raw_value or b"\n" in raw_value or b"\0" in raw_value:
+            raise BadRequest(
+                f"The value of header {name} contains CR, LF or NUL.",
+                param=name,
+                code="invalid_header",
+            )
+        out.append((name, raw_value.decode("latin-1")))
+    return out
+
+
+def header(headers: Iterable[tuple[str, str]], name: str) -> str | None:
+    for key, value in headers:
+        if key == name:
+            return value
+    return None
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(
+                f"The request body is larger than limits.max_body_bytes ({limit} bytes)."
+            )
+        parts.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(parts)
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise BadRequest("The request body is not valid JSON.", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise BadRequest("The request body must be a JSON object.", code="invalid_json")
+    return data
+
+
+def encode_headers(pairs: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in pairs]
+
+
+async def send_bytes(
+    send: Send,
+    status: int,
+    body: bytes,
+    headers: Iterable[tuple[bytes, bytes]] = (JSON_TYPE,),
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*headers, (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def send_error(send: Send, error: ProxyError) -> None:
+    extra = [(k.lower().encode(), v.encode("latin-1")) for k, v in error.headers.items()]
+    await send_bytes(send, error.status, error.render(), [JSON_TYPE, *extra])

@@ -1,0 +1,134 @@
+"""GET/DELETE /v1/conversations/{id}: the caller's stored turns.
+
+Scoped by tenant: a conversation of another tenant answers exactly like an
+unknown one (404). The admin token may name a tenant with `?tenant=`.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from proxy.errors import Forbidden, NotFound, StoreUnavailable, Unauthorized
+from proxy.history.keys import ConversationKey
+from proxy.reasoning.blocks import Turn, turn_to_json
+from proxy.runtime import Runtime
+from proxy.settings import parse_conversation_id
+from proxy.stores.base import StoreFailure
+
+
+def is_admin(rt: Runtime, authorization: str | None) -> bool:
+    token = rt.config.admin_token
+    if token is None or not authorization:
+        return False
+    scheme, _, value = authorization.partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(value.strip().encode(), token.get().encode())
+
+
+def caller_tenant(rt: Runtime, request: Request, *, allow_admin: bool = True) -> str | None:
+    """The tenant a request may read; None means every tenant (admin)."""
+    authorization = request.headers.get("authorization")
+    if allow_admin and is_admin(rt, authorization):
+        named = request.query_params.get("tenant")
+        return named or None
+    if rt.config.server.require_auth and not authorization:
+        raise Unauthorized("This proxy requires an API key (Authorization: Bearer ...).")
+    return rt.tenant(authorization)
+
+
+def conversation_tokens(turns: list[Turn]) -> dict[str, int]:
+    """The context sizes of the conversation's latest request (as the proxy
+    reported them in X-Context-Tokens-*), or zeros before any."""
+    for turn in reversed(turns):
+        context = turn.extra.get("context")
+        if isinstance(context, dict):
+            return {
+                "raw": int(context.get("raw", 0)),
+                "effective": int(context.get("effective", 0)),
+            }
+    return {"raw": 0, "effective": 0}
+
+
+def conversation_json(conversation: str, turns: list[Turn]) -> dict[str, Any]:
+    return {
+        "id": conversation,
+        "turns": [turn_to_json(t, i) for i, t in enumerate(turns)],
+        "tokens": conversation_tokens(turns),
+    }
+
+
+def conversations_router(rt: Runtime) -> APIRouter:
+    router = APIRouter()
+    missing = "No conversation with that id."
+
+    async def load(request: Request, conversation_id: str) -> tuple[ConversationKey, list[Turn]]:
+        parse_conversation_id(conversation_id)
+        tenant = caller_tenant(rt, request)
+        if tenant is None:
+            raise NotFound(missing, param="id")  # admin: name the tenant with ?tenant=
+        key = ConversationKey(tenant, conversation_id)
+        try:
+            turns = await rt.store.turns(key)
+        except StoreFailure as exc:
+            rt.store_call_failed("read", exc)
+            raise StoreUnavailable("The store is unavailable.") from None
+        if not turns:
+            raise NotFound(missing, param="id")
+        return key, turns
+
+    @router.get("/v1/conversations")
+    async def list_conversations(request: Request, limit: int = 100) -> dict[str, Any]:
+        tenant = caller_tenant(rt, request)
+        try:
+            items = await rt.store.conversations(tenant, max(1, min(limit, 1000)))
+        except StoreFailure as exc:
+            rt.store_call_failed("list", exc)
+            raise StoreUnavailable("The store is unavailable.") from None
+        data = [
+            {
+                "id": c.conversation,
+                "turns": c.turns,
+                "updated": c.updated,
+                "model": c.model,
+                **({"tenant": c.tenant} if tenant is None else {}),
+            }
+            for c in items
+        ]
+        return {"object": "list", "data": data}
+
+    @router.get("/v1/conversations/{conversation_id}")
+    async def get_conversation(request: Request, conversation_id: str) -> dict[str, Any]:
+        _, turns = await load(request, conversation_id)
+        return conversation_json(conversation_id, turns)
+
+    @router.delete("/v1/conversations/{conversation_id}")
+    async def delete_conversation(request: Request, conversation_id: str) -> Response:
+        key, _ = await load(request, conversation_id)
+        try:
+            await rt.store.delete(key)
+        except StoreFailure as exc:
+            rt.store_call_failed("delete", exc)
+            raise StoreUnavailable("The store is unavailable.") from None
+        return Response(status_code=204)
+
+    return router
+
+
+def require_admin(rt: Runtime, request: Request) -> None:
+    if rt.config.admin_token is None:
+        raise Forbidden(
+            "Writing profiles needs REASONING_PROXY_ADMIN_TOKEN, which this proxy does not set.",
+            code="admin_disabled",
+        )
+    authorization = request.headers.get("authorization")
+    if not authorization:
+        raise Unauthorized(
+            "Send the admin token as Authorization: Bearer <token>.", code="missing_admin_token"
+        )
+    if not is_admin(rt, authorization):
+        raise Forbidden("That is not the admin token.", code="invalid_admin_token")

@@ -1,0 +1,138 @@
+"""create_app(config): the ASGI application.
+
+The two hot paths (chat completions and the /v1 pass-through) are raw ASGI
+endpoints picked by path before any framework code runs; everything else
+(health, conversations, profiles, the inspector, metrics) is a FastAPI app,
+whose lifespan opens and closes the runtime (upstream client, store).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException
+
+from proxy.api.asgi import Receive, Scope, Send, send_error
+from proxy.api.chat import ChatEndpoint
+from proxy.api.conversations import conversations_router
+from proxy.api.ops import ops_router
+from proxy.api.passthrough import PassthroughEndpoint
+from proxy.api.profiles import profiles_router
+from proxy.config import (
+    ENV_CONFIG,
+    ENV_STORE,
+    ENV_UPSTREAM,
+    Config,
+    load_config,
+    upstream_config,
+    with_overrides,
+)
+from proxy.errors import BadRequest, ConfigError, MethodNotAllowed, NotFound, ProxyError
+from proxy.runtime import Runtime
+
+CHAT_PATH = "/v1/chat/completions"
+# /v1 paths the proxy answers itself; every other /v1 path is passed through
+OWN_PREFIXES = ("/v1/conversations", "/v1/reasoning/")
+
+
+class ProxyApp:
+    """Dispatch by path: hot paths to raw endpoints, the rest to FastAPI."""
+
+    def __init__(self, runtime: Runtime, api: FastAPI) -> None:
+        self.runtime = runtime
+        self.api = api
+        self.chat = ChatEndpoint(runtime)
+        self.passthrough = PassthroughEndpoint(runtime)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope["path"]
+            if path == CHAT_PATH:
+                if scope["method"] == "POST":
+                    await self.chat(scope, receive, send)
+                else:
+                    await send_error(send, MethodNotAllowed("Use POST for chat completions."))
+                return
+            if path.startswith("/v1/") and not path.startswith(OWN_PREFIXES):
+                await self.passthrough(scope, receive, send)
+                return
+        await self.api(scope, receive, send)
+
+
+def _error_response(exc: ProxyError) -> Response:
+    return Response(
+        exc.render(), status_code=exc.status, media_type="application/json", headers=exc.headers
+    )
+
+
+def create_app(config: Config, *, runtime: Runtime | None = None) -> ProxyApp:
+    rt = runtime or Runtime(config)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await rt.start()
+        try:
+            yield
+        finally:
+            await rt.close()
+
+    api = FastAPI(
+        title="reasoning-proxy",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+
+    @api.exception_handler(ProxyError)
+    async def proxy_error(_: Request, exc: ProxyError) -> Response:
+        return _error_response(exc)
+
+    @api.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 404:
+            return _error_response(NotFound("No such endpoint."))
+        if exc.status_code == 405:
+            return _error_response(MethodNotAllowed("That method is not allowed here."))
+        return _error_response(BadRequest(str(exc.detail)))
+
+    @api.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> Response:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ())[1:]) or None
+        return _error_response(
+            BadRequest(f"Invalid request: {first.get('msg', 'invalid')}", param=where)
+        )
+
+    api.include_router(ops_router(rt))
+    api.include_router(conversations_router(rt))
+    api.include_router(profiles_router(rt))
+    return ProxyApp(rt, api)
+
+
+def config_from_env() -> Config:
+    """The config named by the environment (used by each worker process)."""
+    path = os.environ.get(ENV_CONFIG)
+    upstream = os.environ.get(ENV_UPSTREAM)
+    if path and upstream:
+        raise ConfigError(f"set {ENV_CONFIG} or {ENV_UPSTREAM}, not both")
+    if path:
+        config = load_config(path)
+    elif upstream:
+        config = upstream_config(upstream)
+    else:
+        raise ConfigError(f"no configuration: set {ENV_CONFIG} or {ENV_UPSTREAM}")
+    overrides = json.loads(os.environ.get("_REASONING_PROXY_OVERRIDES", "{}"))
+    overrides.setdefault("store_url", os.environ.get(ENV_STORE))
+    return with_overrides(config, **overrides)
+
+
+def app_from_env() -> ProxyApp:
+    """uvicorn factory: `uvicorn --factory proxy.app:app_from_env`."""
+    return create_app(config_from_env())

@@ -1,0 +1,163 @@
+"""The command line: `reasoning-proxy serve | demo | check-config`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from proxy.config import (
+    ENV_CONFIG,
+    ENV_STORE,
+    ENV_UPSTREAM,
+    Config,
+    describe,
+    load_config,
+    upstream_config,
+    with_overrides,
+)
+from proxy.errors import ConfigError
+from proxy.stores import store_kind
+
+ENV_OVERRIDES = "_REASONING_PROXY_OVERRIDES"  # server options passed to worker processes
+
+
+def _serve_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on (default 8787)")
+    parser.add_argument("--store", help="memory://, sqlite:///path.db or redis://host:port/db")
+    parser.add_argument(
+        "--log-level", choices=["debug", "info", "warning", "error"], help="default info"
+    )
+    parser.add_argument("--log-format", choices=["json", "text"], help="default json")
+    parser.add_argument(
+        "--log-bodies",
+        action="store_true",
+        default=None,
+        help="log request and response bodies (truncated, credentials redacted)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reasoning-proxy",
+        description="OpenAI-compatible proxy that separates, stores and re-injects reasoning.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the proxy")
+    serve.add_argument("--config", help=f"YAML config file (or ${ENV_CONFIG})")
+    serve.add_argument("--upstream", help=f"one catch-all upstream base URL (or ${ENV_UPSTREAM})")
+    serve.add_argument("--workers", type=int, help="worker processes (needs sqlite or redis)")
+    _serve_options(serve)
+
+    demo = commands.add_parser("demo", help="run with a built-in simulated upstream (no keys)")
+    _serve_options(demo)
+
+    check = commands.add_parser("check-config", help="validate a config file and print it")
+    check.add_argument("file")
+    return parser
+
+
+def resolve_serve_config(args: argparse.Namespace, env: dict[str, str] | None = None) -> Config:
+    env = dict(os.environ) if env is None else env
+    path = args.config or env.get(ENV_CONFIG)
+    upstream = args.upstream or env.get(ENV_UPSTREAM)
+    if path and upstream:
+        raise ConfigError("give a config file or an upstream URL, not both")
+    if path:
+        config = load_config(path, env)
+    elif upstream:
+        config = upstream_config(upstream, env)
+    else:
+        raise ConfigError(
+            f"nothing to proxy to: pass --upstream URL or --config FILE "
+            f"(or set {ENV_UPSTREAM} / {ENV_CONFIG})"
+        )
+    return with_overrides(config, **_overrides(args, env))
+
+
+def _overrides(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    return {
+        "host": args.host,
+        "port": args.port,
+        "workers": getattr(args, "workers", None),
+        "log_level": args.log_level,
+        "log_format": args.log_format,
+        "log_bodies": args.log_bodies,
+        "store_url": args.store or env.get(ENV_STORE),
+    }
+
+
+def check_workers(config: Config) -> None:
+    if config.server.workers > 1 and store_kind(config.store.url) == "memory":
+        raise ConfigError(
+            f"--workers {config.server.workers} needs a shared store: the memory store lives "
+            "in one process, so each worker would see different history. Use "
+            "--store sqlite:///path.db (one host) or --store redis://host:6379/0."
+        )
+
+
+def serve(config: Config, args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from proxy.app import create_app
+
+    check_workers(config)
+    server = config.server
+    print(
+        f"reasoning-proxy listening on http://{server.host}:{server.port} "
+        f"({len(config.routes)} route(s), store {store_kind(config.store.url)}, "
+        f"{server.workers} worker(s))",
+        flush=True,
+    )
+    common: dict[str, Any] = {
+        "host": server.host,
+        "port": server.port,
+        "log_level": server.log_level,
+        "access_log": False,
+        "timeout_graceful_shutdown": 10,
+    }
+    if server.workers == 1:
+        uvicorn.run(create_app(config), **common)
+        return
+    # Worker processes rebuild the config from the environment.
+    if args.config or os.environ.get(ENV_CONFIG):
+        os.environ[ENV_CONFIG] = os.path.abspath(args.config or os.environ[ENV_CONFIG])
+        os.environ.pop(ENV_UPSTREAM, None)
+    else:
+        os.environ[ENV_UPSTREAM] = args.upstream or os.environ[ENV_UPSTREAM]
+    os.environ[ENV_OVERRIDES] = json.dumps(
+        {k: v for k, v in _overrides(args, dict(os.environ)).items() if v is not None}
+    )
+    uvicorn.run("proxy.app:app_from_env", factory=True, workers=server.workers, **common)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "check-config":
+            config = load_config(args.file)
+            check_workers(config)
+            print(json.dumps(describe(config), indent=2))
+            print(f"{args.file}: OK", file=sys.stderr)
+            return 0
+        if args.command == "serve":
+            serve(resolve_serve_config(args), args)
+            return 0
+        if args.command == "demo":
+            from proxy.demo.run import run_demo
+
+            run_demo(args)
+            return 0
+    except ConfigError as exc:
+        print(f"reasoning-proxy: {exc}", file=sys.stderr)
+        return 2
+    return 2  # pragma: no cover - argparse rejects unknown commands
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,368 @@
+"""Configuration: YAML (or command-line options) -> a frozen `Config` value.
+
+The file is validated strictly: unknown keys are errors, values are checked,
+`${VAR}` and `${VAR:-default}` are expanded from the environment (an unset
+variable without a default is an error). Secrets (`api_key`, `admin_token`,
+`secret`) are kept in `Secret` wrappers that never print their value.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from proxy.errors import ConfigError
+from proxy.history.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
+from proxy.reasoning.tags import DEFAULT_TAGS, TagSet
+from proxy.settings import Overrides, config_overrides
+
+ENV_CONFIG = "REASONING_PROXY_CONFIG"
+ENV_UPSTREAM = "REASONING_PROXY_UPSTREAM"
+ENV_STORE = "REASONING_PROXY_STORE"
+ENV_ADMIN_TOKEN = "REASONING_PROXY_ADMIN_TOKEN"
+ENV_SECRET = "REASONING_PROXY_SECRET"
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class Secret:
+    """A string that does not show itself in reprs, logs or printed configs."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def get(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('**********')"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+# -- the file's schema (pydantic, strict) -----------------------------------------
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TimeoutsModel(_Model):
+    connect: float = Field(10.0, gt=0, description="seconds to open the upstream connection")
+    idle: float = Field(
+        300.0,
+        gt=0,
+        description="seconds without a byte from the upstream (before its headers, or "
+        "between reads) before the request fails; not a cap on total time",
+    )
+
+
+class RouteModel(_Model):
+    name: str = Field(min_length=1, max_length=64)
+    models: list[str] = Field(default_factory=lambda: ["*"], min_length=1)
+    upstream: str
+    api_key: SecretStr | None = None
+    dialect: Literal["openai", "deepseek", "kimi", "openrouter", "vllm", "minimax", "groq"] = (
+        DEFAULT_DIALECT  # type: ignore[assignment]
+    )
+    reasoning: dict[str, Any] = Field(default_factory=dict)
+    context_limit: int | None = Field(None, gt=0)
+    compression_threshold: float = Field(0.85, gt=0, le=1)
+    implicit_open_tag: bool = False
+    tags: list[str] = Field(default_factory=lambda: list(DEFAULT_TAGS), min_length=1)
+    timeouts: TimeoutsModel = Field(default_factory=TimeoutsModel)
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("upstream")
+    @classmethod
+    def _upstream_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        if parts.query or parts.fragment:
+            raise ValueError("must not have a query or fragment")
+        return value.rstrip("/")
+
+    @field_validator("headers")
+    @classmethod
+    def _header_values(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if any(c in name + text for c in "\r\n\0") or not name.strip():
+                raise ValueError("header names and values must not contain CR, LF or NUL")
+        return value
+
+
+class ServerModel(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(8787, ge=0, le=65535)
+    workers: int = Field(1, ge=1, le=64)
+    require_auth: bool = False
+    admin_token: SecretStr | None = None
+    secret: SecretStr | None = None
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "text"] = "json"
+    log_bodies: bool = False
+
+
+class StoreModel(_Model):
+    url: str = "memory://"
+    max_conversations: int = Field(10_000, ge=1)
+    max_bytes: int = Field(256 * 1024 * 1024, ge=1024)
+    ttl_seconds: int = Field(7 * 24 * 3600, ge=1)
+    max_turns_per_conversation: int = Field(1000, ge=1)
+
+
+class LimitsModel(_Model):
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
+    max_header_bytes: int = Field(8192, ge=256)
+    max_sse_line_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    max_reasoning_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    max_response_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+
+
+class ConfigModel(_Model):
+    server: ServerModel = Field(default_factory=ServerModel)
+    store: StoreModel = Field(default_factory=StoreModel)
+    limits: LimitsModel = Field(default_factory=LimitsModel)
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    routes: list[RouteModel] = Field(min_length=1)
+    profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+# -- the resolved, frozen value -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    name: str
+    models: tuple[str, ...]
+    upstream: str
+    api_key: Secret | None
+    dialect: Dialect
+    reasoning: Overrides
+    context_limit: int | None
+    compression_threshold: float
+    implicit_open_tag: bool
+    tags: TagSet
+    connect_timeout: float
+    idle_timeout: float
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def catch_all(self) -> bool:
+        return "*" in self.models
+
+    def matches(self, model: str) -> bool:
+        lowered = model.lower()
+        return any(fnmatch.fnmatchcase(lowered, glob.lower()) for glob in self.models)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    routes: tuple[Route, ...]
+    defaults: Overrides = field(default_factory=dict)
+    profiles: Mapping[str, Overrides] = field(default_factory=dict)
+    server: ServerModel = field(default_factory=ServerModel)
+    store: StoreModel = field(default_factory=StoreModel)
+    limits: LimitsModel = field(default_factory=LimitsModel)
+    admin_token: Secret | None = None
+    secret: Secret | None = None
+    source: str = "<options>"
+
+    def route_for(self, model: str | None) -> Route | None:
+        """The first route whose glob matches; without a model, the first
+        catch-all route, else the first route."""
+        if model is None:
+            return next((r for r in self.routes if r.catch_all), self.routes[0])
+        return next((r for r in self.routes if r.matches(model)), None)
+
+
+def expand_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:
+    """Expand ${VAR} and ${VAR:-default} in every string of a YAML tree."""
+    if isinstance(value, str):
+
+        def sub(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            raise ConfigError(f"{where or 'config'}: environment variable {name} is not set")
+
+        return _VAR.sub(sub, value)
+    if isinstance(value, dict):
+        return {
+            k: expand_env(v, env, f"{where}.{k}" if where else str(k)) for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [expand_env(v, env, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _format_errors(exc: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for err in exc.errors():
+        where = ""
+        for part in err["loc"]:
+            where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            message = "unknown key"
+        lines.append(f"  {where or '(top level)'}: {message}")
+    return "\n".join(lines)
+
+
+def build_config(
+    data: Any, *, env: Mapping[str, str] | None = None, source: str = "<config>"
+) -> Config:
+    """Validate a parsed YAML document and resolve it into a Config."""
+    env = os.environ if env is None else env
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the file must hold a mapping (server, routes, ...)")
+    data = expand_env(data, env)
+    try:
+        model = ConfigModel.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, source)) from None
+    try:
+        defaults = config_overrides(model.defaults, "defaults")
+        profiles = {
+            name: config_overrides(values or {}, f"profiles.{name}")
+            for name, values in model.profiles.items()
+        }
+        routes = tuple(_route(r, i) for i, r in enumerate(model.routes))
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    names = [r.name for r in routes]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"{source}: route names must be unique: {', '.join(duplicates)}")
+    for name in model.profiles:
+        if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
+            raise ConfigError(f"{source}: profile name {name!r} must be 1-64 of A-Z a-z 0-9 . _ -")
+    admin = _plain(model.server.admin_token) or env.get(ENV_ADMIN_TOKEN)
+    secret = _plain(model.server.secret) or env.get(ENV_SECRET)
+    return Config(
+        routes=routes,
+        defaults=defaults,
+        profiles=profiles,
+        server=model.server,
+        store=model.store,
+        limits=model.limits,
+        admin_token=Secret(admin) if admin else None,
+        secret=Secret(secret) if secret else None,
+        source=source,
+    )
+
+
+def _plain(value: SecretStr | None) -> str | None:
+    return value.get_secret_value() if value is not None else None
+
+
+def _route(model: RouteModel, index: int) -> Route:
+    where = f"routes[{index}]"
+    try:
+        tags = TagSet.of(model.tags)
+    except ValueError as exc:
+        raise ValueError(f"{where}.tags: {exc}") from None
+    return Route(
+        name=model.name,
+        models=tuple(model.models),
+        upstream=model.upstream,
+        api_key=Secret(key) if (key := _plain(model.api_key)) else None,
+        dialect=DIALECTS[model.dialect],
+        reasoning=config_overrides(model.reasoning, f"{where}.reasoning"),
+        context_limit=model.context_limit,
+        compression_threshold=model.compression_threshold,
+        implicit_open_tag=model.implicit_open_tag,
+        tags=tags,
+        connect_timeout=model.timeouts.connect,
+        idle_timeout=model.timeouts.idle,
+        headers=tuple(model.headers.items()),
+    )
+
+
+def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return build_config(data, env=env, source=str(path))
+
+
+def upstream_config(upstream: str, env: Mapping[str, str] | None = None) -> Config:
+    """`--upstream URL` alone: one catch-all route with the openai dialect."""
+    return build_config(
+        {"routes": [{"name": "default", "models": ["*"], "upstream": upstream}]},
+        env=env,
+        source="--upstream",
+    )
+
+
+def with_overrides(config: Config, **server: Any) -> Config:
+    """The config with server/store options from the command line applied."""
+    from dataclasses import replace
+
+    store_url = server.pop("store_url", None)
+    changes = {k: v for k, v in server.items() if v is not None}
+    new = replace(config, server=config.server.model_copy(update=changes))
+    if store_url:
+        new = replace(new, store=config.store.model_copy(update={"url": store_url}))
+    return new
+
+
+def describe(config: Config) -> dict[str, Any]:
+    """The resolved config as plain data, secrets shown as set/unset only."""
+
+    def secret(value: Secret | None) -> str | None:
+        return "<set>" if value is not None else None
+
+    return {
+        "source": config.source,
+        "server": {
+            **config.server.model_dump(exclude={"admin_token", "secret"}),
+            "admin_token": secret(config.admin_token),
+            "secret": secret(config.secret),
+        },
+        "store": config.store.model_dump(),
+        "limits": config.limits.model_dump(),
+        "defaults": dict(config.defaults),
+        "profiles": {k: dict(v) for k, v in config.profiles.items()},
+        "routes": [
+            {
+                "name": r.name,
+                "models": list(r.models),
+                "upstream": r.upstream,
+                "api_key": secret(r.api_key) or "<forward the client's Authorization>",
+                "dialect": r.dialect.name,
+                "reasoning": dict(r.reasoning),
+                "context_limit": r.context_limit,
+                "compression_threshold": r.compression_threshold,
+                "implicit_open_tag": r.implicit_open_tag,
+                "tags": list(r.tags.names),
+                "timeouts": {"connect": r.connect_timeout, "idle": r.idle_timeout},
+                "headers": {k: "<set>" for k, _ in r.headers},
+            }
+            for r in config.routes
+        ],
+    }

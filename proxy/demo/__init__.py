@@ -1,0 +1,1 @@
+"""The built-in simulated upstream of `reasoning-proxy demo`."""

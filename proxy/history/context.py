@@ -1,0 +1,121 @@
+"""Context accounting: how many tokens a request really sends, and compression.
+
+Effective tokens are counted on the messages as they will be sent (after
+strip/include); raw tokens are the same request with every known reasoning
+included. When the route sets `context_limit` and the effective count passes
+`compression_threshold x context_limit`, the strip policy is tightened
+(`none` -> `allButLast` -> `all`) until the request fits or nothing is left
+to strip. The count follows OpenAI's chat accounting: each message costs its
+texts plus a few tokens of framing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from proxy.history.dialects import Dialect
+from proxy.history.egress import AssistantMessage, EgressResult, Reasoning, build_upstream_messages
+from proxy.reasoning.blocks import StripPolicy, tighter_policy
+from proxy.reasoning.native import details_text
+
+Count = Callable[[str], int]
+
+PER_MESSAGE = 4  # role and separators around each message
+PER_REQUEST = 3  # the assistant reply's priming
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def message_tokens(message: Any, count: Count) -> int:
+    if not isinstance(message, dict):
+        return 0
+    total = PER_MESSAGE + count(str(message.get("role", "")))
+    total += count(_content_text(message.get("content")))
+    for key in ("reasoning_content", "reasoning", "thinking", "name", "tool_call_id"):
+        value = message.get(key)
+        if isinstance(value, str):
+            total += count(value)
+    details = message.get("reasoning_details")
+    if isinstance(details, list):
+        total += count(details_text(details))
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict):
+                total += count(str(function.get("name", ""))) + count(
+                    str(function.get("arguments", ""))
+                )
+    return total
+
+
+def request_tokens(messages: Sequence[Any], tools: Any, count: Count) -> int:
+    total = PER_REQUEST + sum(message_tokens(m, count) for m in messages)
+    if tools:
+        total += count(orjson.dumps(tools).decode())
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class EgressPlan:
+    result: EgressResult
+    effective: int
+    raw: int
+    compressed: StripPolicy | None  # the policy compression tightened to, if it did
+
+
+def plan_egress(
+    messages: Sequence[Any],
+    tools: Any,
+    assistants: Sequence[AssistantMessage],
+    known: Sequence[Reasoning | None],
+    *,
+    dialect: Dialect,
+    include: bool,
+    strip: StripPolicy,
+    native_format: bool,
+    context_limit: int | None,
+    threshold: float,
+    count: Count,
+) -> EgressPlan:
+    def build(policy: StripPolicy) -> tuple[EgressResult, int]:
+        result = build_upstream_messages(
+            messages,
+            assistants,
+            known,
+            dialect=dialect,
+            include=include,
+            strip=policy,
+            native_format=native_format,
+        )
+        return result, request_tokens(result.messages, tools, count)
+
+    policy = strip
+    result, effective = build(policy)
+    compressed: StripPolicy | None = None
+    if context_limit and include:
+        budget = threshold * context_limit
+        while effective > budget:
+            tighter = tighter_policy(policy)
+            if tighter is None:
+                break
+            policy = compressed = tighter
+            result, effective = build(policy)
+    unsent = sum(
+        count(r.text)
+        for r, s in zip(known, result.sent, strict=True)
+        if r is not None and s is None
+    )
+    return EgressPlan(result, effective, effective + unsent, compressed)

@@ -1,0 +1,261 @@
+"""Egress: the client's messages -> the messages sent upstream.
+
+For each assistant message, its reasoning is what the message itself carries
+(`reasoning_content`, `reasoning`, `thinking`, `reasoning_details`, or inline
+tags in `content`, which are always removed from `content`), else the stored
+turn it matches (by tool-call id, then by content fingerprint). Then, read
+fresh for this request: the strip policy picks which messages keep it,
+include-in-context decides whether any is sent, and the route's dialect
+decides how. The client's message objects and the stored turns are never
+modified: changed messages are copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.history.dialects import Dialect
+from proxy.history.keys import ConversationKey, fingerprint
+from proxy.reasoning.blocks import (
+    Json,
+    StripPolicy,
+    Turn,
+    blocks_for_context,
+    filter_for_context,
+    join_reasoning,
+)
+from proxy.reasoning.native import REASONING_FIELDS, native_text
+from proxy.reasoning.tags import Reasoning as TagReasoning
+from proxy.reasoning.tags import TagSet, TagSplitter, Visible
+from proxy.stores.base import ReasoningStore
+
+
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """The reasoning of one assistant message, as it could be sent back."""
+
+    text: str
+    details: tuple[Json, ...] | None = None
+    from_store: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not self.text and not self.details
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantMessage:
+    """An assistant message of the request, its content cleaned of tags."""
+
+    position: int  # index in the request's messages
+    content: Any  # the content with inline reasoning tags removed
+    tool_call_ids: tuple[str, ...]
+    tool_calls: tuple[tuple[str, str], ...]  # (name, arguments)
+    own: Reasoning | None  # what the message itself carries
+
+    @property
+    def fingerprint(self) -> str | None:
+        text = self.content if isinstance(self.content, str) else ""
+        return fingerprint(text, self.tool_calls)
+
+
+@dataclass(frozen=True, slots=True)
+class EgressResult:
+    messages: list[Json]
+    reinjected: int = 0  # assistant messages sent with reasoning from the store
+    stripped: int = 0  # assistant messages whose known reasoning was not sent
+    sent: list[Reasoning | None] = field(default_factory=list)
+
+
+def split_tags(text: str, tags: TagSet) -> tuple[str, str]:
+    """(visible, reasoning) of a history message's content with inline tags;
+    several blocks are joined with a blank line."""
+    splitter = TagSplitter(tags)
+    visible: list[str] = []
+    blocks: list[str] = []
+    current: list[str] = []
+    for event in splitter.feed(text) + splitter.flush():
+        if isinstance(event, Visible):
+            visible.append(event.text)
+        elif isinstance(event, TagReasoning):
+            current.append(event.text)
+        else:
+            blocks.append("".join(current))
+            current = []
+    return "".join(visible), "\n\n".join(b for b in blocks if b)
+
+
+def read_assistant(position: int, message: Json, tags: TagSet) -> AssistantMessage:
+    content = message.get("content")
+    tagged = ""
+    if isinstance(content, str) and "<" in content:
+        content, tagged = split_tags(content, tags)
+    own: Reasoning | None = None
+    found = native_text(message)
+    details = message.get("reasoning_details")
+    items = tuple(d for d in details if isinstance(d, dict)) if isinstance(details, list) else ()
+    if found is not None or items:
+        own = Reasoning(found[0] if found else "", items or None)
+    elif tagged:
+        own = Reasoning(tagged)
+    calls = message.get("tool_calls")
+    ids: list[str] = []
+    named: list[tuple[str, str]] = []
+    if isinstance(calls, list):
+        for call in calls:
+            if not isinstance(call, dict):
+                continue
+            if isinstance(call.get("id"), str):
+                ids.append(call["id"])
+            function = call.get("function")
+            if not isinstance(function, dict):
+                function = {}
+            named.append((str(function.get("name", "")), str(function.get("arguments", ""))))
+    return AssistantMessage(position, content, tuple(ids), tuple(named), own)
+
+
+def read_assistants(messages: Sequence[Any], tags: TagSet) -> list[AssistantMessage]:
+    return [
+        read_assistant(i, m, tags)
+        for i, m in enumerate(messages)
+        if isinstance(m, dict) and m.get("role") == "assistant"
+    ]
+
+
+def turn_reasoning(turn: Turn) -> Reasoning:
+    return Reasoning(
+        join_reasoning(blocks_for_context(turn)), turn.reasoning_details, from_store=True
+    )
+
+
+def turn_refs_of(turn: Turn) -> tuple[tuple[str, ...], str | None]:
+    """How a stored turn is found again: its tool-call ids and fingerprint."""
+    calls = [(c.name, c.arguments) for c in turn.tool_calls]
+    return tuple(turn.tool_call_ids), fingerprint(turn.content, calls)
+
+
+async def find_stored(
+    store: ReasoningStore,
+    key: ConversationKey,
+    scoped: bool,
+    assistants: Iterable[AssistantMessage],
+) -> dict[int, Turn]:
+    """Stored turns matching the assistant messages that carry no reasoning,
+    by position. `scoped`: the client named the conversation, so look only in
+    it; otherwise look through the tenant's index."""
+    wanted = [a for a in assistants if a.own is None]
+    if not wanted:
+        return {}
+    found: dict[int, Turn] = {}
+    if scoped:
+        by_key: dict[str, Turn] = {}
+        for turn in await store.turns(key):
+            ids, fp = turn_refs_of(turn)
+            for call_id in ids:
+                by_key[f"t:{call_id}"] = turn
+            if fp:
+                by_key[f"f:{fp}"] = turn  # the latest turn with that content wins
+        for a in wanted:
+            match = _match(a, by_key.get)
+            if match is not None:
+                found[a.position] = match
+        return found
+    for a in wanted:
+        for index_key in _index_keys(a):
+            match = await store.lookup(key.tenant, index_key)
+            if match is not None:
+                found[a.position] = match
+                break
+    return found
+
+
+def _index_keys(a: AssistantMessage) -> list[str]:
+    keys = [f"t:{i}" for i in a.tool_call_ids]
+    fp = a.fingerprint
+    if fp:
+        keys.append(f"f:{fp}")
+    return keys
+
+
+def _match(a: AssistantMessage, get: Any) -> Turn | None:
+    for index_key in _index_keys(a):
+        turn: Turn | None = get(index_key)
+        if turn is not None:
+            return turn
+    return None
+
+
+def known_reasoning(
+    assistants: Sequence[AssistantMessage], stored: dict[int, Turn]
+) -> list[Reasoning | None]:
+    out: list[Reasoning | None] = []
+    for a in assistants:
+        if a.own is not None:
+            out.append(a.own)
+        elif a.position in stored:
+            out.append(turn_reasoning(stored[a.position]))
+        else:
+            out.append(None)
+    return out
+
+
+def build_upstream_messages(
+    messages: Sequence[Any],
+    assistants: Sequence[AssistantMessage],
+    known: Sequence[Reasoning | None],
+    *,
+    dialect: Dialect,
+    include: bool,
+    strip: StripPolicy,
+    native_format: bool,
+) -> EgressResult:
+    """The messages to send upstream, with reasoning stripped or written in
+    the dialect's way."""
+    kept = filter_for_context(list(known), strip) if include else [None] * len(known)
+    if dialect.never_send:
+        kept = [None] * len(known)
+    out: list[Json] = list(messages)
+    reinjected = stripped = 0
+    sent: list[Reasoning | None] = []
+    for a, reasoning, keep in zip(assistants, known, kept, strict=True):
+        if keep is not None and keep.empty:
+            keep = None
+        original = messages[a.position]
+        message = {k: v for k, v in original.items() if k not in REASONING_FIELDS}
+        if "content" in original:
+            message["content"] = a.content
+        _write(message, keep, dialect, native_format, bool(a.tool_call_ids))
+        out[a.position] = message
+        sent.append(keep)
+        if keep is not None and keep.from_store:
+            reinjected += 1
+        if reasoning is not None and not reasoning.empty and keep is None:
+            stripped += 1
+    return EgressResult(out, reinjected, stripped, sent)
+
+
+def _write(
+    message: Json, reasoning: Reasoning | None, dialect: Dialect, native: bool, tool_turn: bool
+) -> None:
+    if dialect.never_send:
+        return
+    if reasoning is None or reasoning.empty:
+        if tool_turn and dialect.tool_turn_placeholder is not None:
+            message["reasoning_content"] = dialect.tool_turn_placeholder
+        return
+    where = dialect.native_field if native else "reasoning_content"
+    if where == "reasoning_details":
+        if reasoning.details:
+            message["reasoning_details"] = [dict(d) for d in reasoning.details]
+        else:
+            message["reasoning"] = reasoning.text
+    elif where == "think_in_content":
+        content = message.get("content")
+        visible = content if isinstance(content, str) else ""
+        message["content"] = f"<think>\n{reasoning.text}\n</think>\n\n{visible}"
+    elif reasoning.text:
+        message[where] = reasoning.text
+    elif tool_turn and dialect.tool_turn_placeholder is not None:
+        message["reasoning_content"] = dialect.tool_turn_placeholder

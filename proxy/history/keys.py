@@ -1,0 +1,83 @@
+"""Conversation keys: tenants, conversation ids and content fingerprints.
+
+Tenant = HMAC-SHA256 of the client's credential under the server secret, so
+the store never holds a key and one tenant cannot name another's data. A
+request without credentials is the `anonymous` tenant. Without an
+`X-Conversation-Id`, a conversation is named by its opening (system prompt
+and first user message), which a client resends with every request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+ANONYMOUS = "anonymous"
+AUTO_PREFIX = "auto-"
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationKey:
+    tenant: str
+    conversation: str
+
+
+def credential(authorization: str | None) -> str | None:
+    """The credential in an Authorization header value (`Bearer` stripped)."""
+    if not authorization:
+        return None
+    scheme, _, rest = authorization.strip().partition(" ")
+    token = rest.strip() if scheme.lower() == "bearer" else authorization.strip()
+    return token or None
+
+
+def tenant_of(secret: bytes, authorization: str | None) -> str:
+    token = credential(authorization)
+    if token is None:
+        return ANONYMOUS
+    return "t-" + hmac.new(secret, token.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def _text(content: Any) -> str:
+    """The text of a message content (a string or a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p.get("text", "")
+            for p in content
+            if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def fingerprint(content: str, tool_calls: Sequence[tuple[str, str]] = ()) -> str | None:
+    """A fingerprint of an assistant message's visible content and tool calls
+    (name, arguments), whitespace removed; None when there is nothing to match."""
+    norm = "".join(content.split())
+    calls = "\x1f".join(name + "\x1e" + "".join(args.split()) for name, args in tool_calls)
+    if not norm and not calls:
+        return None
+    digest = hashlib.sha256((norm + "\x1d" + calls).encode()).hexdigest()
+    return digest[:32]
+
+
+def auto_conversation_id(messages: Sequence[Any]) -> str:
+    """A stable id from the system prompt(s) and the first user message."""
+    opening: list[Any] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role in ("system", "developer"):
+            opening.append([role, _text(message.get("content"))])
+        elif role == "user":
+            opening.append([role, _text(message.get("content"))])
+            break
+    digest = hashlib.sha256(orjson.dumps(opening)).hexdigest()
+    return AUTO_PREFIX + digest[:24]

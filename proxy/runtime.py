@@ -1,0 +1,108 @@
+"""What one proxy process holds while it runs: the config, the upstream
+client, the store, the token counter and the tenant secret. Created by
+`create_app`, opened and closed by the app's lifespan; endpoints receive it
+as a value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from dataclasses import replace
+from functools import lru_cache
+
+from proxy.config import Config, Route
+from proxy.history.egress import turn_refs_of
+from proxy.history.keys import ConversationKey, tenant_of
+from proxy.reasoning.blocks import Turn, with_token_counts
+from proxy.reasoning.tokens import TokenCounter
+from proxy.stores import open_store
+from proxy.stores.base import ReasoningStore, StoreFailure, TurnRefs
+from proxy.upstream import Upstream
+
+log = logging.getLogger("proxy")
+
+STORE_TIMEOUT = 5.0  # seconds a store call may take before it counts as failed
+
+
+class Runtime:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        store: ReasoningStore | None = None,
+        tokens: TokenCounter | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store if store is not None else open_store(config.store)
+        self.upstream = Upstream()
+        self.tokens = tokens or TokenCounter()
+        if config.secret is not None:
+            self._secret = config.secret.get().encode()
+        else:
+            self._secret = secrets.token_bytes(32)
+        self.store_ok = True
+        self.store_failures = 0
+        self._store_failure_logged = False
+        self.count = lru_cache(maxsize=16384)(self.tokens.count)
+
+    async def start(self) -> None:
+        if self.config.secret is None:
+            log.warning(
+                "REASONING_PROXY_SECRET is not set: a random tenant secret was generated, so "
+                "stored conversations cannot be found again after a restart or from another "
+                "replica. Set it for durable or shared stores."
+            )
+        await self.upstream.start()
+        try:
+            await asyncio.wait_for(self.store.start(), STORE_TIMEOUT)
+        except (TimeoutError, StoreFailure) as exc:
+            self._store_failed("start", exc)
+        # load the tokenizer now, off the event loop, not on the first request
+        await asyncio.get_running_loop().run_in_executor(None, self.tokens.load)
+
+    async def close(self) -> None:
+        await self.upstream.close()
+        try:
+            await asyncio.wait_for(self.store.close(), STORE_TIMEOUT)
+        except (TimeoutError, StoreFailure) as exc:
+            log.warning("closing the store failed: %s", type(exc).__name__)
+
+    def tenant(self, authorization: str | None) -> str:
+        return tenant_of(self._secret, authorization)
+
+    async def record(self, key: ConversationKey, turn: Turn, route: Route) -> Turn:
+        """Store a finished (or cut) turn. Never raises: a store failure is
+        logged once, counted, and returned as `persisted: false`."""
+        turn = replace(turn, route=route.name, created=time.time())
+        turn = with_token_counts(turn, self.count)
+        ids, fp = turn_refs_of(turn)
+        try:
+            await asyncio.wait_for(self.store.append(key, turn, TurnRefs(ids, fp)), STORE_TIMEOUT)
+        except (TimeoutError, StoreFailure) as exc:
+            self._store_failed("append", exc)
+            return replace(turn, persisted=False)
+        self._store_recovered()
+        return turn
+
+    def store_call_failed(self, what: str, exc: BaseException) -> None:
+        self._store_failed(what, exc)
+
+    def _store_failed(self, what: str, exc: BaseException) -> None:
+        self.store_ok = False
+        self.store_failures += 1
+        if not self._store_failure_logged:
+            self._store_failure_logged = True
+            log.error(
+                "store %s failed (%s); responses continue, turns are not persisted",
+                what,
+                type(exc).__name__,
+            )
+
+    def _store_recovered(self) -> None:
+        if not self.store_ok:
+            log.warning("store is back; turns are persisted again")
+        self.store_ok = True
+        self._store_failure_logged = False

@@ -1,0 +1,175 @@
+"""Reasoning settings: defaults, the X-Reasoning-* headers, and precedence.
+
+Settings come, lowest to highest, from the built-in defaults, the route's
+config, a profile, and the request's headers. Each layer is an `Overrides`
+mapping of only the fields it sets; `resolve` applies them in order. The
+header table below is the single description of names, values and defaults:
+the parser, the config validation and the README table all read it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+from proxy.errors import InvalidConversationId, InvalidSetting
+from proxy.reasoning.blocks import StripPolicy
+
+Effort = Literal["minimal", "low", "medium", "high"]
+Format = Literal["field", "native"]
+Overrides = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningSettings:
+    enabled: bool = True
+    include_in_context: bool = False
+    include_in_response: bool = True
+    effort: Effort | None = None
+    max_tokens: int | None = None
+    format: Format = "field"
+    strip_from_context: StripPolicy = "none"
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+DEFAULTS = ReasoningSettings()
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One reasoning setting: its header, config key, camelCase alias and values."""
+
+    field: str
+    header: str
+    alias: str
+    kind: Literal["bool", "choice", "positive_int"]
+    choices: tuple[str, ...] = ()
+
+    @property
+    def allowed(self) -> str:
+        if self.kind == "bool":
+            return "true, false"
+        if self.kind == "positive_int":
+            return "a positive integer"
+        return ", ".join(self.choices)
+
+    def parse(self, raw: object) -> Any:
+        """The canonical value, or ValueError naming what is allowed."""
+        if self.kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("true", "false"):
+                return text == "true"
+        elif self.kind == "positive_int":
+            if isinstance(raw, bool):
+                raise ValueError(self.allowed)
+            text = str(raw).strip()
+            if text.isascii() and text.isdigit() and len(text) <= 9 and int(text) > 0:
+                return int(text)
+        else:
+            text = str(raw).strip().lower()
+            for choice in self.choices:
+                if choice.lower() == text:
+                    return choice
+        raise ValueError(self.allowed)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("enabled", "X-Reasoning-Enabled", "enabled", "bool"),
+    Setting("include_in_context", "X-Reasoning-Include-In-Context", "includeInContext", "bool"),
+    Setting("include_in_response", "X-Reasoning-Include-In-Response", "includeInResponse", "bool"),
+    Setting(
+        "effort", "X-Reasoning-Effort", "effort", "choice", ("minimal", "low", "medium", "high")
+    ),
+    Setting("max_tokens", "X-Reasoning-Max-Tokens", "maxTokens", "positive_int"),
+    Setting("format", "X-Reasoning-Format", "format", "choice", ("field", "native")),
+    Setting(
+        "strip_from_context",
+        "X-Reasoning-Strip-From-Context",
+        "stripFromContext",
+        "choice",
+        ("all", "allButLast", "none"),
+    ),
+)
+PROFILE_HEADER = "X-Reasoning-Profile"
+CONVERSATION_HEADER = "X-Conversation-Id"
+_BY_HEADER = {s.header.lower(): s for s in SETTINGS}
+_BY_KEY = {**{s.field: s for s in SETTINGS}, **{s.alias: s for s in SETTINGS}}
+
+_CONVERSATION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def header_overrides(headers: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """Settings from X-Reasoning-* request headers (lower-case names).
+
+    A header given twice with different values is as invalid as a bad value.
+    Errors name the header and the allowed values, never the value sent."""
+    out: dict[str, Any] = {}
+    for name, raw in headers:
+        setting = _BY_HEADER.get(name)
+        if setting is None:
+            continue
+        try:
+            value = setting.parse(raw)
+        except ValueError:
+            raise InvalidSetting(
+                f"{setting.header} must be {_must_be(setting)}", param=setting.header
+            ) from None
+        if setting.field in out and out[setting.field] != value:
+            raise InvalidSetting(
+                f"{setting.header} was given twice with different values", param=setting.header
+            )
+        out[setting.field] = value
+    return out
+
+
+def _must_be(setting: Setting) -> str:
+    if setting.kind == "positive_int":
+        return "a positive integer"
+    return "one of: " + setting.allowed
+
+
+def config_overrides(mapping: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Settings from a config mapping (snake_case keys, camelCase aliases).
+    Raises ValueError naming the key for unknown keys and bad values."""
+    out: dict[str, Any] = {}
+    for key, raw in mapping.items():
+        setting = _BY_KEY.get(key)
+        if setting is None:
+            known = ", ".join(s.field for s in SETTINGS)
+            raise ValueError(f"{where}: unknown reasoning setting {key!r} (known: {known})")
+        if setting.field in out:
+            raise ValueError(f"{where}: {setting.field} is given twice (with its alias)")
+        if raw is None and setting.kind != "bool":
+            out[setting.field] = None
+            continue
+        try:
+            out[setting.field] = setting.parse(raw)
+        except ValueError:
+            raise ValueError(f"{where}.{key} must be {_must_be(setting)}") from None
+    return out
+
+
+def resolve(*layers: Overrides | None, base: ReasoningSettings = DEFAULTS) -> ReasoningSettings:
+    """Apply override layers in order, lowest precedence first."""
+    settings = base
+    for layer in layers:
+        if layer:
+            settings = replace(settings, **layer)
+    return settings
+
+
+def parse_conversation_id(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    if not _CONVERSATION_ID.fullmatch(raw):
+        raise InvalidConversationId(
+            f"{CONVERSATION_HEADER} must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':', '-'",
+            param=CONVERSATION_HEADER,
+        )
+    return raw

@@ -1,0 +1,223 @@
+"""The default store: bounded, in-process memory.
+
+Conversations live in an LRU order (least recently used first). Turns are
+kept serialized, so the byte count is what the data really takes. Bounds:
+`max_conversations`, `max_bytes` (records plus a fixed per-entry overhead),
+`ttl_seconds` after the last write, and `max_turns_per_conversation` (the
+oldest turns go first). One process only: several workers would each hold
+their own history, so more than one worker with this store is refused.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.history.keys import ConversationKey
+from proxy.reasoning.blocks import Turn
+from proxy.stores.base import (
+    ConversationInfo,
+    StoreStats,
+    TurnRefs,
+    decode_turn,
+    decode_turns,
+    encode_turn,
+)
+
+# Rough bytes of bookkeeping per turn and per conversation (dict entries,
+# list slots, index entries), counted with the records so the cap holds for
+# many tiny conversations too.
+TURN_OVERHEAD = 160
+CONVERSATION_OVERHEAD = 480
+INDEX_OVERHEAD = 120
+
+
+@dataclass(slots=True)
+class _Conversation:
+    records: list[bytes] = field(default_factory=list)
+    first_index: int = 0  # absolute index of records[0] (older turns were dropped)
+    size: int = CONVERSATION_OVERHEAD
+    updated: float = 0.0
+    model: str | None = None
+    index_keys: list[str] = field(default_factory=list)
+
+
+class MemoryStore:
+    name = "memory"
+
+    def __init__(
+        self,
+        *,
+        max_conversations: int = 10_000,
+        max_bytes: int = 256 * 1024 * 1024,
+        ttl_seconds: float = 7 * 24 * 3600,
+        max_turns: int = 1000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._max_conversations = max_conversations
+        self._max_bytes = max_bytes
+        self._ttl = ttl_seconds
+        self._max_turns = max_turns
+        self._clock = clock
+        self._conversations: OrderedDict[ConversationKey, _Conversation] = OrderedDict()
+        # tenant -> index key -> (conversation id, absolute turn index)
+        self._index: dict[str, dict[str, tuple[str, int]]] = {}
+        self._profiles: dict[str, dict[str, Any]] = {}
+        self._bytes = 0
+        self.evictions = 0
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def ping(self) -> bool:
+        return True
+
+    async def append(self, key: ConversationKey, turn: Turn, refs: TurnRefs) -> int:
+        now = self._clock()
+        self._expire(now)
+        record = encode_turn(turn)
+        conv = self._conversations.get(key)
+        if conv is None:
+            conv = self._conversations[key] = _Conversation()
+            self._bytes += conv.size
+        else:
+            self._conversations.move_to_end(key)
+        conv.records.append(record)
+        added = len(record) + TURN_OVERHEAD
+        index = conv.first_index + len(conv.records) - 1
+        tenant_index = self._index.setdefault(key.tenant, {})
+        for index_key in refs.index_keys():
+            tenant_index[index_key] = (key.conversation, index)
+            conv.index_keys.append(index_key)
+            added += len(index_key) + INDEX_OVERHEAD
+        conv.size += added
+        self._bytes += added
+        conv.updated = now
+        conv.model = turn.model or conv.model
+        while len(conv.records) > self._max_turns:
+            dropped = conv.records.pop(0)
+            conv.first_index += 1
+            conv.size -= len(dropped) + TURN_OVERHEAD
+            self._bytes -= len(dropped) + TURN_OVERHEAD
+        self._evict(keep=key)
+        return index
+
+    async def turns(self, key: ConversationKey) -> list[Turn]:
+        conv = self._live(key)
+        return decode_turns(conv.records) if conv else []
+
+    async def lookup(self, tenant: str, index_key: str) -> Turn | None:
+        ref = self._index.get(tenant, {}).get(index_key)
+        if ref is None:
+            return None
+        conv = self._live(ConversationKey(tenant, ref[0]))
+        if conv is None:
+            return None
+        position = ref[1] - conv.first_index
+        if 0 <= position < len(conv.records):
+            return decode_turn(conv.records[position])
+        return None
+
+    async def delete(self, key: ConversationKey) -> bool:
+        conv = self._conversations.pop(key, None)
+        if conv is None:
+            return False
+        self._forget(key, conv)
+        return True
+
+    async def conversations(self, tenant: str | None, limit: int = 100) -> list[ConversationInfo]:
+        self._expire(self._clock())
+        out: list[ConversationInfo] = []
+        for key in reversed(self._conversations):
+            if tenant is not None and key.tenant != tenant:
+                continue
+            conv = self._conversations[key]
+            out.append(
+                ConversationInfo(
+                    key.tenant,
+                    key.conversation,
+                    conv.first_index + len(conv.records),
+                    conv.updated,
+                    conv.model,
+                )
+            )
+            if len(out) >= limit:
+                break
+        return sorted(out, key=lambda c: c.updated, reverse=True)
+
+    async def get_profile(self, name: str) -> dict[str, Any] | None:
+        value = self._profiles.get(name)
+        return dict(value) if value is not None else None
+
+    async def put_profile(self, name: str, values: dict[str, Any]) -> None:
+        self._profiles[name] = dict(values)
+
+    async def delete_profile(self, name: str) -> bool:
+        return self._profiles.pop(name, None) is not None
+
+    async def list_profiles(self) -> dict[str, dict[str, Any]]:
+        return {k: dict(v) for k, v in self._profiles.items()}
+
+    async def stats(self) -> StoreStats:
+        turns = sum(len(c.records) for c in self._conversations.values())
+        return StoreStats(
+            len(self._conversations), turns, self._bytes, {"evictions": self.evictions}
+        )
+
+    # -- internals -------------------------------------------------------------
+
+    def _live(self, key: ConversationKey) -> _Conversation | None:
+        conv = self._conversations.get(key)
+        if conv is None:
+            return None
+        if self._clock() - conv.updated > self._ttl:
+            self._conversations.pop(key)
+            self._forget(key, conv)
+            return None
+        self._conversations.move_to_end(key)
+        return conv
+
+    def _expire(self, now: float) -> None:
+        """Drop expired conversations from the least recently used end. Reads
+        refresh the LRU order but not the expiry, so stop at the first live
+        one only as an approximation; `_live` catches the rest on access."""
+        while self._conversations:
+            key, conv = next(iter(self._conversations.items()))
+            if now - conv.updated <= self._ttl:
+                return
+            self._conversations.popitem(last=False)
+            self._forget(key, conv)
+
+    def _evict(self, keep: ConversationKey) -> None:
+        """Least recently used conversations go first; `keep` (just written,
+        so last in order) goes last: its own oldest turns are dropped instead."""
+        while len(self._conversations) > 1 and (
+            len(self._conversations) > self._max_conversations or self._bytes > self._max_bytes
+        ):
+            key, conv = self._conversations.popitem(last=False)
+            self._forget(key, conv)
+            self.evictions += 1
+        conv = self._conversations[keep]
+        while self._bytes > self._max_bytes and len(conv.records) > 1:
+            dropped = conv.records.pop(0)
+            conv.first_index += 1
+            conv.size -= len(dropped) + TURN_OVERHEAD
+            self._bytes -= len(dropped) + TURN_OVERHEAD
+
+    def _forget(self, key: ConversationKey, conv: _Conversation) -> None:
+        self._bytes -= conv.size
+        tenant_index = self._index.get(key.tenant)
+        if tenant_index is None:
+            return
+        for index_key in conv.index_keys:
+            ref = tenant_index.get(index_key)
+            if ref is not None and ref[0] == key.conversation:
+                del tenant_index[index_key]
+        if not tenant_index:
+            del self._index[key.tenant]

@@ -1,0 +1,249 @@
+"""Real servers for end-to-end tests: a scriptable fake upstream (aiohttp, on
+a real socket) that speaks the providers' wire format, and the proxy itself
+(uvicorn, on a real socket), each in a thread with its own event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from aiohttp import web
+
+from proxy.app import create_app
+from proxy.config import Config, build_config
+from proxy.runtime import Runtime
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def sse(chunk: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
+
+
+@dataclass
+class Stream:
+    """An SSE answer: each chunk (a dict, or raw bytes) as one event."""
+
+    chunks: list[Any]
+    delay: float = 0.0  # seconds before each event
+    done: bool = True  # send data: [DONE] at the end
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    cut_after: int | None = None  # close the connection after this many events
+    hang_after: int | None = None  # stop sending (keep the connection) after this many
+
+
+@dataclass
+class Json:
+    body: Any
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+@dataclass
+class Hang:
+    """Accept the request and never answer."""
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+class FakeUpstream:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.requests: list[Received] = []
+        self._script: deque[Any] = deque()
+        self.disconnects = 0
+        self.disconnected = threading.Event()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._ready = threading.Event()
+        self._runner: web.AppRunner | None = None
+
+    # -- test side ------------------------------------------------------------------
+
+    def script(self, *answers: Any) -> None:
+        self._script.extend(answers)
+
+    def reset(self) -> None:
+        self.requests.clear()
+        self._script.clear()
+        self.disconnects = 0
+        self.disconnected.clear()
+
+    def chat_requests(self) -> list[Received]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def start(self) -> FakeUpstream:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the fake upstream did not start")
+        return self
+
+    def stop(self) -> None:
+        async def shutdown() -> None:
+            if self._runner is not None:
+                await self._runner.cleanup()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+    # -- server side ----------------------------------------------------------------
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False)
+        self._loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        self._loop.run_until_complete(site.start())
+        self._ready.set()
+        self._loop.run_forever()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.requests.append(
+            Received(
+                request.method, request.path, request.query_string, dict(request.headers), body
+            )
+        )
+        answer = self._script.popleft() if self._script else self._default(request.path)
+        try:
+            return await self._answer(request, answer)
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.disconnects += 1
+            self.disconnected.set()
+            raise
+
+    def _default(self, path: str) -> Any:
+        if path.endswith("/models"):
+            return Json({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        return Json(
+            {
+                "id": "chatcmpl-default",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "fake-model",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "default answer"},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        )
+
+    async def _answer(self, request: web.Request, answer: Any) -> web.StreamResponse:
+        if isinstance(answer, Hang):
+            await asyncio.sleep(3600)
+        if isinstance(answer, Json):
+            if answer.delay:
+                await asyncio.sleep(answer.delay)
+            raw = (
+                answer.body if isinstance(answer.body, bytes) else json.dumps(answer.body).encode()
+            )
+            return web.Response(
+                body=raw,
+                status=answer.status,
+                headers={"Content-Type": "application/json", **answer.headers},
+            )
+        assert isinstance(answer, Stream)
+        response = web.StreamResponse(
+            status=answer.status,
+            headers={"Content-Type": "text/event-stream", **answer.headers},
+        )
+        await response.prepare(request)
+        events = [c if isinstance(c, bytes) else sse(c) for c in answer.chunks]
+        if answer.done:
+            events.append(b"data: [DONE]\n\n")
+        for n, event in enumerate(events):
+            if answer.cut_after is not None and n >= answer.cut_after:
+                request.transport.close()  # type: ignore[union-attr]
+                return response
+            if answer.hang_after is not None and n >= answer.hang_after:
+                await asyncio.sleep(3600)
+            if answer.delay:
+                await asyncio.sleep(answer.delay)
+            await response.write(event)
+        await response.write_eof()
+        return response
+
+
+class ProxyServer:
+    """The proxy app under uvicorn on a free port, in a thread."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.runtime = Runtime(config)
+        self.app = create_app(config, runtime=self.runtime)
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.url = self.base + "/v1"
+        self._server = uvicorn.Server(
+            uvicorn.Config(
+                self.app,
+                host="127.0.0.1",
+                port=self.port,
+                log_level="warning",
+                access_log=False,
+                lifespan="on",
+            )
+        )
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def start(self) -> ProxyServer:
+        self._thread.start()
+        deadline = time.monotonic() + 15
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the proxy did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(15)
+
+
+def route_config(upstream: FakeUpstream, **route: Any) -> dict[str, Any]:
+    top = route.pop("top", {})
+    return {"routes": [{"name": "test", "models": ["*"], "upstream": upstream.url, **route}], **top}
+
+
+@contextmanager
+def running_proxy(data: dict[str, Any], env: dict[str, str] | None = None) -> Iterator[ProxyServer]:
+    env = {"REASONING_PROXY_SECRET": "test-secret", **(env or {})}
+    server = ProxyServer(build_config(data, env=env)).start()
+    try:
+        yield server
+    finally:
+        server.stop()
