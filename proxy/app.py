@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
-from proxy.api.asgi import Receive, Scope, Send, send_error
+from proxy.api.asgi import ASGIApp, Receive, Scope, Send, send_error
 from proxy.api.chat import ChatEndpoint
 from proxy.api.conversations import conversations_router
 from proxy.api.ops import ops_router
@@ -44,15 +44,24 @@ OWN_PREFIXES = ("/v1/conversations", "/v1/reasoning/")
 class ProxyApp:
     """Dispatch by path: hot paths to raw endpoints, the rest to FastAPI."""
 
-    def __init__(self, runtime: Runtime, api: FastAPI) -> None:
+    def __init__(
+        self, runtime: Runtime, api: FastAPI, mounts: dict[str, ASGIApp] | None = None
+    ) -> None:
         self.runtime = runtime
         self.api = api
         self.chat = ChatEndpoint(runtime)
         self.passthrough = PassthroughEndpoint(runtime)
+        self.mounts = tuple((mounts or {}).items())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             path = scope["path"]
+            for prefix, app in self.mounts:
+                if path.startswith(prefix + "/"):
+                    await app(
+                        {**scope, "path": path[len(prefix) :], "root_path": prefix}, receive, send
+                    )
+                    return
             if path == CHAT_PATH:
                 if scope["method"] == "POST":
                     await self.chat(scope, receive, send)
@@ -71,7 +80,14 @@ def _error_response(exc: ProxyError) -> Response:
     )
 
 
-def create_app(config: Config, *, runtime: Runtime | None = None) -> ProxyApp:
+def create_app(
+    config: Config,
+    *,
+    runtime: Runtime | None = None,
+    mounts: dict[str, ASGIApp] | None = None,
+) -> ProxyApp:
+    """The proxy for `config`. `mounts` serves extra ASGI apps under path
+    prefixes (the demo's simulated upstream lives at /demo-upstream)."""
     rt = runtime or Runtime(config)
 
     @asynccontextmanager
@@ -113,7 +129,7 @@ def create_app(config: Config, *, runtime: Runtime | None = None) -> ProxyApp:
     api.include_router(ops_router(rt))
     api.include_router(conversations_router(rt))
     api.include_router(profiles_router(rt))
-    return ProxyApp(rt, api)
+    return ProxyApp(rt, api, mounts)
 
 
 def config_from_env() -> Config:

@@ -10,13 +10,14 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import uvicorn
 from aiohttp import web
+from multidict import CIMultiDict
 
 from proxy.app import create_app
 from proxy.config import Config, build_config
@@ -64,7 +65,7 @@ class Received:
     method: str
     path: str
     query: str
-    headers: dict[str, str]
+    headers: Mapping[str, str]  # case-insensitive
     body: bytes
 
     @property
@@ -109,6 +110,10 @@ class FakeUpstream:
         async def shutdown() -> None:
             if self._runner is not None:
                 await self._runner.cleanup()
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
         asyncio.run_coroutine_threadsafe(shutdown(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -121,7 +126,7 @@ class FakeUpstream:
         asyncio.set_event_loop(self._loop)
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False)
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         self._loop.run_until_complete(site.start())
@@ -132,7 +137,11 @@ class FakeUpstream:
         body = await request.read()
         self.requests.append(
             Received(
-                request.method, request.path, request.query_string, dict(request.headers), body
+                request.method,
+                request.path,
+                request.query_string,
+                CIMultiDict(request.headers),
+                body,
             )
         )
         answer = self._script.popleft() if self._script else self._default(request.path)

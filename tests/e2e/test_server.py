@@ -1,0 +1,543 @@
+"""The proxy server end to end: streaming without buffering, disconnects,
+upstream errors and timeouts, the settings headers, routing and security."""
+
+from __future__ import annotations
+
+import socket
+import time
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from tests.casefiles import read_stream
+from tests.harness import FakeUpstream, Hang, Json, Stream, free_port, route_config, running_proxy
+
+KEY = {"Authorization": "Bearer sk-test"}
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+def body(stream: bool = True, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "stream": stream,
+        "messages": [{"role": "user", "content": "hi"}],
+        **extra,
+    }
+
+
+# -- streaming -------------------------------------------------------------------
+
+
+def test_events_are_forwarded_as_they_arrive(upstream: FakeUpstream) -> None:
+    parts = ["<think>one", " two</think>", "Answer", " part", " three"]
+    upstream.script(Stream([chunk({"content": p}) for p in parts] + [chunk({}, "stop")], delay=0.2))
+    arrivals: list[tuple[float, bytes]] = []
+    with running_proxy(route_config(upstream)) as proxy, httpx.Client(timeout=30) as client:
+        start = time.monotonic()
+        with client.stream("POST", f"{proxy.url}/chat/completions", json=body(), headers=KEY) as r:
+            assert r.headers["x-accel-buffering"] == "no"
+            assert r.headers["content-type"].startswith("text/event-stream")
+            assert "content-encoding" not in r.headers
+            for raw in r.iter_raw():
+                arrivals.append((time.monotonic() - start, raw))
+    events = [(t, e) for t, raw in arrivals for e in raw.split(b"\n\n") if e.startswith(b"data:")]
+    assert len(events) == 7  # 6 upstream events (one carries 'one two' split) + [DONE]
+    times = [t for t, _ in events]
+    # the upstream sends one event every 200 ms: each must arrive on its own,
+    # soon after it was sent, never held back for the next one
+    for n, t in enumerate(times[:6]):
+        assert t >= 0.2 * (n + 1) - 0.05, (n, times)
+        assert t < 0.2 * (n + 1) + 0.15, (n, times)
+    gaps = [b - a for a, b in zip(times, times[1:5], strict=False)]
+    assert all(g > 0.1 for g in gaps), times
+
+
+def test_client_disconnect_closes_the_upstream_request(upstream: FakeUpstream) -> None:
+    upstream.script(Stream([chunk({"content": f"part {i} "}) for i in range(100)], delay=0.2))
+    with running_proxy(route_config(upstream)) as proxy, httpx.Client(timeout=30) as client:
+        with client.stream("POST", f"{proxy.url}/chat/completions", json=body(), headers=KEY) as r:
+            for raw in r.iter_raw():
+                if b"part 1" in raw:
+                    break
+        dropped = time.monotonic()
+        assert upstream.disconnected.wait(5)
+        assert time.monotonic() - dropped < 1.5
+        # the cut turn is stored, marked incomplete
+        conversation = r.headers["x-conversation-id"]
+        stored = client.get(f"{proxy.url}/conversations/{conversation}", headers=KEY).json()
+        assert stored["turns"][0]["complete"] is False
+        assert stored["turns"][0]["content"].startswith("part 0 part 1")
+
+
+def test_failure_after_the_first_byte_ends_with_an_error_event(upstream: FakeUpstream) -> None:
+    upstream.script(Stream([chunk({"content": f"x{i}"}) for i in range(5)], cut_after=3))
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/chat/completions", json=body(), headers=KEY, timeout=30)
+    client = read_stream(r.content)
+    assert r.status_code == 200
+    assert client["content"] == "x0x1x2"
+    assert not client["done"]
+    assert client["errors"][0]["code"] in ("upstream_closed", "upstream_disconnected")
+    assert set(client["errors"][0]) == {"message", "type", "param", "code"}
+
+
+def test_idle_timeout_mid_stream_is_an_error_event(upstream: FakeUpstream) -> None:
+    upstream.script(Stream([chunk({"content": "a"}), chunk({"content": "b"})], hang_after=1))
+    config = route_config(upstream, timeouts={"idle": 0.5})
+    with running_proxy(config) as proxy:
+        r = httpx.post(f"{proxy.url}/chat/completions", json=body(), headers=KEY, timeout=30)
+    client = read_stream(r.content)
+    assert client["content"] == "a"
+    assert client["errors"][0]["code"] == "upstream_timeout"
+    assert client["errors"][0]["type"] == "timeout_error"
+    assert not client["done"]
+
+
+def test_idle_timeout_before_the_response_is_504(upstream: FakeUpstream) -> None:
+    upstream.script(Hang())
+    with running_proxy(route_config(upstream, timeouts={"idle": 0.5})) as proxy:
+        r = httpx.post(f"{proxy.url}/chat/completions", json=body(False), headers=KEY, timeout=30)
+    assert r.status_code == 504
+    assert r.json()["error"]["code"] == "upstream_timeout"
+
+
+def test_slow_but_steady_stream_is_not_cut_by_the_idle_timeout(upstream: FakeUpstream) -> None:
+    # total time 1.6 s, idle timeout 0.5 s: the timeout is between reads, not a cap
+    upstream.script(
+        Stream([chunk({"content": "z"}) for _ in range(8)] + [chunk({}, "stop")], delay=0.2)
+    )
+    with running_proxy(route_config(upstream, timeouts={"idle": 0.5})) as proxy:
+        r = httpx.post(f"{proxy.url}/chat/completions", json=body(), headers=KEY, timeout=30)
+    client = read_stream(r.content)
+    assert client["content"] == "z" * 8
+    assert client["done"]
+
+
+# -- upstream errors ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_upstream_error_before_the_stream_keeps_status_body_and_retry_after(
+    upstream: FakeUpstream, stream: bool
+) -> None:
+    error = {"error": {"message": "Rate limit reached", "type": "rate_limit_error", "code": None}}
+    upstream.script(Json(error, status=429, headers={"Retry-After": "7", "X-Request-Id": "r1"}))
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/chat/completions", json=body(stream), headers=KEY, timeout=30)
+    assert r.status_code == 429
+    assert r.json() == error
+    assert r.headers["retry-after"] == "7"
+    assert r.headers["x-request-id"] == "r1"
+
+
+def test_connect_failure_is_502() -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    config = {"routes": [{"name": "dead", "upstream": dead}]}
+    with running_proxy(config) as proxy:
+        r = httpx.post(f"{proxy.url}/chat/completions", json=body(), headers=KEY, timeout=30)
+    assert r.status_code == 502
+    error = r.json()["error"]
+    assert error["code"] == "upstream_unreachable"
+    assert error["type"] == "upstream_error"
+
+
+def test_redirects_are_not_followed(upstream: FakeUpstream) -> None:
+    upstream.script(Json({}, status=307, headers={"Location": "http://169.254.169.254/"}))
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/chat/completions", json=body(False), headers=KEY, timeout=30)
+    assert r.status_code == 502
+    assert r.json()["error"]["code"] == "upstream_redirect"
+    assert "location" not in r.headers
+    assert len(upstream.requests) == 1
+
+
+def test_upstream_json_answer_to_a_stream_request_is_normalized(upstream: FakeUpstream) -> None:
+    completion = {
+        "id": "c",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "<think>r</think>ans"},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    upstream.script(Json(completion))
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/chat/completions", json=body(), headers=KEY, timeout=30)
+    message = r.json()["choices"][0]["message"]
+    assert message["content"] == "ans"
+    assert message["reasoning_content"] == "r"
+
+
+# -- settings headers ----------------------------------------------------------------
+
+INVALID = [
+    ("X-Reasoning-Enabled", "yes", "true, false"),
+    ("X-Reasoning-Include-In-Context", "1", "true, false"),
+    ("X-Reasoning-Include-In-Response", "", "true, false"),
+    ("X-Reasoning-Effort", "extreme", "minimal, low, medium, high"),
+    ("X-Reasoning-Max-Tokens", "0", "positive integer"),
+    ("X-Reasoning-Max-Tokens", "-5", "positive integer"),
+    ("X-Reasoning-Max-Tokens", "1.5", "positive integer"),
+    ("X-Reasoning-Max-Tokens", "ten", "positive integer"),
+    ("X-Reasoning-Format", "xml", "field, native"),
+    ("X-Reasoning-Strip-From-Context", "some", "all, allButLast, none"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "allowed"), INVALID)
+def test_invalid_setting_is_400_and_nothing_goes_upstream(
+    upstream: FakeUpstream, name: str, value: str, allowed: str
+) -> None:
+    with running_proxy(route_config(upstream)) as proxy:
+        for stream in (True, False):
+            r = httpx.post(
+                f"{proxy.url}/chat/completions",
+                json=body(stream),
+                headers={**KEY, name: value},
+                timeout=30,
+            )
+            assert r.status_code == 400
+            assert r.json() == {
+                "error": {
+                    "message": r.json()["error"]["message"],
+                    "type": "invalid_request_error",
+                    "param": name,
+                    "code": "invalid_reasoning_setting",
+                }
+            }
+            message = r.json()["error"]["message"]
+            assert name in message
+            assert allowed in message
+            if value:
+                assert value not in message.replace(name, "")
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize(
+    ("headers", "code", "param"),
+    [
+        ({"X-Reasoning-Profile": "nope"}, "unknown_profile", "X-Reasoning-Profile"),
+        ({"X-Conversation-Id": "has space"}, "invalid_conversation_id", "X-Conversation-Id"),
+        ({"X-Conversation-Id": "x" * 129}, "invalid_conversation_id", "X-Conversation-Id"),
+        ({"X-Conversation-Id": "semi;colon"}, "invalid_conversation_id", "X-Conversation-Id"),
+    ],
+)
+def test_profile_and_conversation_errors(
+    upstream: FakeUpstream, headers: dict[str, str], code: str, param: str
+) -> None:
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/chat/completions", json=body(), headers={**KEY, **headers}, timeout=30
+        )
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert (error["code"], error["param"], error["type"]) == (code, param, "invalid_request_error")
+    assert list(headers.values())[0] not in error["message"]
+    assert upstream.requests == []
+
+
+def test_header_values_are_case_insensitive(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream, dialect="openrouter")) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/chat/completions",
+            json=body(False),
+            headers={
+                **KEY,
+                "X-Reasoning-Effort": "HIGH",
+                "X-Reasoning-Strip-From-Context": "ALLBUTLAST",
+                "X-Reasoning-Enabled": "True",
+            },
+            timeout=30,
+        )
+    assert r.status_code == 200
+    assert upstream.chat_requests()[0].json["reasoning"] == {"effort": "high"}
+
+
+def test_precedence_defaults_route_profile_headers(upstream: FakeUpstream) -> None:
+    config = route_config(
+        upstream,
+        dialect="openrouter",
+        reasoning={"effort": "low", "max_tokens": 100},
+        top={
+            "defaults": {"effort": "minimal"},
+            "profiles": {"deep": {"effort": "medium"}, "budget": {"effort": None}},
+        },
+    )
+    sent = []
+    with running_proxy(config) as proxy:
+        for headers in (
+            {},
+            {"X-Reasoning-Profile": "deep"},
+            {"X-Reasoning-Profile": "deep", "X-Reasoning-Effort": "high"},
+            {"X-Reasoning-Profile": "budget"},
+            {"X-Reasoning-Max-Tokens": "2048", "X-Reasoning-Profile": "budget"},
+        ):
+            r = httpx.post(
+                f"{proxy.url}/chat/completions",
+                json=body(False),
+                headers={**KEY, **headers},
+                timeout=30,
+            )
+            assert r.status_code == 200
+            sent.append(upstream.chat_requests()[-1].json.get("reasoning"))
+    assert sent == [
+        {"effort": "low"},  # route beats defaults
+        {"effort": "medium"},  # profile beats route
+        {"effort": "high"},  # header beats profile
+        {"max_tokens": 100},  # the profile unset effort: the route's budget applies
+        {"max_tokens": 2048},
+    ]
+
+
+def test_client_body_reasoning_params_pass_unless_a_header_overrides(
+    upstream: FakeUpstream,
+) -> None:
+    with running_proxy(route_config(upstream, reasoning={"effort": "low"})) as proxy:
+        httpx.post(
+            f"{proxy.url}/chat/completions",
+            json=body(False, reasoning_effort="high"),
+            headers=KEY,
+            timeout=30,
+        )
+        httpx.post(
+            f"{proxy.url}/chat/completions",
+            json=body(False, reasoning_effort="high"),
+            headers={**KEY, "X-Reasoning-Effort": "minimal"},
+            timeout=30,
+        )
+    first, second = upstream.chat_requests()
+    assert first.json["reasoning_effort"] == "high"
+    assert second.json["reasoning_effort"] == "minimal"
+
+
+def test_include_in_response_false_hides_reasoning_but_stores_it(upstream: FakeUpstream) -> None:
+    upstream.script(
+        Stream([chunk({"reasoning_content": "secret plan"}), chunk({"content": "answer"}, "stop")])
+    )
+    with running_proxy(route_config(upstream)) as proxy:
+        headers = {**KEY, "X-Reasoning-Include-In-Response": "false", "X-Conversation-Id": "h1"}
+        r = httpx.post(f"{proxy.url}/chat/completions", json=body(), headers=headers, timeout=30)
+        assert b"secret plan" not in r.content
+        assert read_stream(r.content)["content"] == "answer"
+        stored = httpx.get(f"{proxy.url}/conversations/h1", headers=KEY).json()
+    (block,) = stored["turns"][0]["blocks"]
+    assert block["thought"] == "secret plan"
+    assert block["isHidden"] is True
+
+
+# -- routing and security ----------------------------------------------------------------
+
+
+def test_routes_by_model_glob_and_unknown_model_is_404(upstream: FakeUpstream) -> None:
+    config = {"routes": [{"name": "ds", "models": ["deepseek-*"], "upstream": upstream.url}]}
+    with running_proxy(config) as proxy:
+        ok = httpx.post(
+            f"{proxy.url}/chat/completions",
+            headers=KEY,
+            timeout=30,
+            json={**body(False), "model": "DeepSeek-Reasoner"},
+        )
+        missing = httpx.post(
+            f"{proxy.url}/chat/completions",
+            headers=KEY,
+            timeout=30,
+            json={**body(False), "model": "gpt-4o"},
+        )
+    assert ok.status_code == 200
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "model_not_found"
+    assert missing.json()["error"]["param"] == "model"
+    assert len(upstream.requests) == 1
+
+
+def test_nothing_in_the_request_changes_the_upstream(upstream: FakeUpstream) -> None:
+    elsewhere = FakeUpstream().start()
+    try:
+        with running_proxy(route_config(upstream)) as proxy:
+            r = httpx.post(
+                f"{proxy.url}/chat/completions",
+                json=body(False, api_base=elsewhere.url, base_url=elsewhere.url),
+                headers={
+                    **KEY,
+                    "Host": f"127.0.0.1:{elsewhere.port}",
+                    "X-Forwarded-Host": f"127.0.0.1:{elsewhere.port}",
+                },
+                timeout=30,
+            )
+        assert r.status_code == 200
+        assert len(upstream.requests) == 1
+        assert elsewhere.requests == []
+    finally:
+        elsewhere.stop()
+
+
+def test_route_key_replaces_the_client_key_and_never_leaks(upstream: FakeUpstream) -> None:
+    other = FakeUpstream().start()
+    config = {
+        "routes": [
+            {"name": "a", "models": ["a-*"], "upstream": upstream.url, "api_key": "${ROUTE_KEY}"},
+            {"name": "b", "models": ["*"], "upstream": other.url},
+        ]
+    }
+    try:
+        with running_proxy(config, env={"ROUTE_KEY": "sk-route-a-secret"}) as proxy:
+            httpx.post(
+                f"{proxy.url}/chat/completions",
+                json={**body(False), "model": "a-1"},
+                headers={"Authorization": "Bearer sk-client"},
+                timeout=30,
+            )
+            httpx.post(
+                f"{proxy.url}/chat/completions",
+                json={**body(False), "model": "b-1"},
+                headers={"Authorization": "Bearer sk-client"},
+                timeout=30,
+            )
+            bad = httpx.post(
+                f"{proxy.url}/chat/completions",
+                content=b"{nope",
+                headers={"Authorization": "Bearer sk-client"},
+                timeout=30,
+            )
+        assert upstream.requests[0].headers["Authorization"] == "Bearer sk-route-a-secret"
+        assert other.requests[0].headers["Authorization"] == "Bearer sk-client"
+        assert "sk-route-a-secret" not in str(other.requests[0].headers)
+        assert "sk-" not in bad.text
+    finally:
+        other.stop()
+
+
+def test_proxy_headers_are_not_sent_upstream(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream)) as proxy:
+        httpx.post(
+            f"{proxy.url}/chat/completions",
+            json=body(False),
+            headers={
+                **KEY,
+                "X-Reasoning-Effort": "low",
+                "X-Conversation-Id": "c-1",
+                "X-Custom": "kept",
+            },
+            timeout=30,
+        )
+    sent = {k.lower() for k in upstream.requests[0].headers}
+    assert "x-reasoning-effort" not in sent
+    assert "x-conversation-id" not in sent
+    assert "x-custom" in sent
+
+
+def test_body_too_large_is_413(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream, top={"limits": {"max_body_bytes": 2048}})) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/chat/completions",
+            headers=KEY,
+            timeout=30,
+            json=body(False, padding="x" * 5000),
+        )
+    assert r.status_code == 413
+    assert r.json()["error"]["code"] == "request_too_large"
+    assert upstream.requests == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "code"),
+    [
+        (b"{not json", "invalid_json"),
+        (b"[1, 2]", "invalid_json"),
+        (b'{"model": "m"}', "invalid_messages"),
+        (b'{"model": "m", "messages": "hi"}', "invalid_messages"),
+    ],
+)
+def test_bad_bodies_are_400(upstream: FakeUpstream, raw: bytes, code: str) -> None:
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/chat/completions", content=raw, headers=KEY, timeout=30)
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == code
+    assert upstream.requests == []
+
+
+def test_nul_in_a_header_value_is_400(upstream: FakeUpstream) -> None:
+    # httpx refuses to send such a header, so write the request by hand
+    with running_proxy(route_config(upstream)) as proxy:
+        payload = orjson.dumps(body(False))
+        request = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"X-Reasoning-Effort: lo\x00w\r\nContent-Length: "
+            + str(len(payload)).encode()
+            + b"\r\nConnection: close\r\n\r\n"
+            + payload
+        )
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
+            sock.sendall(request)
+            data = b""
+            while chunk_ := sock.recv(65536):
+                data += chunk_
+    assert data.startswith(b"HTTP/1.1 400")
+    assert upstream.requests == []
+
+
+def test_require_auth(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream, top={"server": {"require_auth": True}})) as proxy:
+        r = httpx.post(f"{proxy.url}/chat/completions", json=body(False), timeout=30)
+        models = httpx.get(f"{proxy.url}/models", timeout=30)
+    assert r.status_code == 401
+    assert r.json()["error"]["type"] == "authentication_error"
+    assert models.status_code == 401
+    assert upstream.requests == []
+
+
+def test_get_on_chat_completions_is_405(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.get(f"{proxy.url}/chat/completions", timeout=30)
+    assert r.status_code == 405
+    assert r.json()["error"]["code"] == "method_not_allowed"
+
+
+# -- pass-through and operations -------------------------------------------------------
+
+
+def test_other_v1_paths_pass_through_unchanged(upstream: FakeUpstream) -> None:
+    embedding = {"object": "list", "data": [{"embedding": [0.1, 0.2], "index": 0}]}
+    upstream.script(Json(embedding, status=201, headers={"X-Upstream": "yes"}))
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/embeddings?dims=2",
+            headers={**KEY, "X-Trace": "t1"},
+            json={"model": "e", "input": "hello"},
+            timeout=30,
+        )
+        models = httpx.get(f"{proxy.url}/models", headers=KEY, timeout=30)
+    assert r.status_code == 201
+    assert r.json() == embedding
+    assert r.headers["x-upstream"] == "yes"
+    sent = upstream.requests[0]
+    assert (sent.method, sent.path, sent.query) == ("POST", "/v1/embeddings", "dims=2")
+    assert sent.json == {"model": "e", "input": "hello"}
+    assert sent.headers["X-Trace"] == "t1"
+    assert sent.headers["Authorization"] == "Bearer sk-test"
+    assert models.json()["data"][0]["id"] == "fake-model"
+
+
+def test_health_and_readiness(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream)) as proxy:
+        assert httpx.get(f"{proxy.base}/healthz").json() == {"status": "ok"}
+        ready = httpx.get(f"{proxy.base}/readyz")
+        missing = httpx.get(f"{proxy.base}/nope")
+    assert ready.status_code == 200
+    assert ready.json()["store"] == "ok"
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "not_found"
