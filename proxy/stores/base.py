@@ -94,7 +94,9 @@ class ReasoningStore(Protocol):
 
 
 def encode_turn(turn: Turn) -> bytes:
-    return orjson.dumps(turn_to_record(turn))
+    # orjson hands back its buffer with about 4 KiB of capacity whatever the
+    # size; copy it to an exact-size object, or a stored turn costs 4 KiB.
+    return bytes(memoryview(orjson.dumps(turn_to_record(turn))))
 
 
 def decode_turn(data: bytes | str) -> Turn:

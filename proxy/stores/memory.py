@@ -27,12 +27,12 @@ from proxy.stores.base import (
     encode_turn,
 )
 
-# Rough bytes of bookkeeping per turn and per conversation (dict entries,
-# list slots, index entries), counted with the records so the cap holds for
+# Bytes of bookkeeping per turn, conversation and index entry (dict entries,
+# keys, list slots; measured with tracemalloc), counted with the records so the cap holds for
 # many tiny conversations too.
-TURN_OVERHEAD = 160
-CONVERSATION_OVERHEAD = 480
-INDEX_OVERHEAD = 120
+TURN_OVERHEAD = 200
+CONVERSATION_OVERHEAD = 640
+INDEX_OVERHEAD = 160
 
 
 @dataclass(slots=True)

@@ -1,0 +1,142 @@
+"""Config files: strict validation, environment expansion, routing, and the CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proxy.cli import check_workers, main
+from proxy.config import Secret, build_config, describe, expand_env, load_config
+from proxy.errors import ConfigError, InvalidSetting
+from proxy.settings import ReasoningSettings, config_overrides, header_overrides, resolve
+
+UP = "http://127.0.0.1:9/v1"
+
+
+def config(**top: Any) -> dict[str, Any]:
+    return {"routes": [{"name": "r", "upstream": UP}], **top}
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"routes": [{"name": "r", "upstream": UP, "typo": 1}]}, "routes[0].typo: unknown key"),
+        ({**config(), "extra": 1}, "extra: unknown key"),
+        ({"routes": []}, "routes"),
+        ({"routes": [{"name": "r", "upstream": "ftp://x"}]}, "http:// or https://"),
+        ({"routes": [{"name": "r", "upstream": UP, "dialect": "bard"}]}, "routes[0].dialect"),
+        (
+            {"routes": [{"name": "r", "upstream": UP, "reasoning": {"effort": "max"}}]},
+            "routes[0].reasoning.effort must be one of: minimal, low, medium, high",
+        ),
+        (
+            {"routes": [{"name": "r", "upstream": UP, "reasoning": {"bogus": 1}}]},
+            "unknown reasoning setting 'bogus'",
+        ),
+        (
+            {"routes": [{"name": "r", "upstream": UP}, {"name": "r", "upstream": UP}]},
+            "route names must be unique: r",
+        ),
+        ({**config(), "profiles": {"bad name": {}}}, "profile name"),
+        ({"routes": [{"name": "r", "upstream": UP, "tags": ["a b"]}]}, "routes[0].tags"),
+        ({"routes": [{"name": "r", "upstream": UP, "headers": {"X": "a\nb"}}]}, "CR, LF"),
+        ({**config(), "limits": {"max_body_bytes": 1}}, "limits.max_body_bytes"),
+        ([1, 2], "must hold a mapping"),
+    ],
+)
+def test_invalid_configs_say_where(data: Any, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_config(data, env={})
+    assert message in str(info.value)
+
+
+def test_env_expansion_and_secrets_stay_hidden() -> None:
+    data = {
+        "routes": [
+            {"name": "r", "upstream": "${BASE:-http://127.0.0.1:1}/v1", "api_key": "${KEY}"}
+        ],
+        "server": {"admin_token": "${ADMIN}"},
+    }
+    cfg = build_config(data, env={"KEY": "sk-very-secret", "ADMIN": "adm"})
+    assert cfg.routes[0].upstream == "http://127.0.0.1:1/v1"
+    assert cfg.routes[0].api_key == Secret("sk-very-secret")
+    assert cfg.admin_token is not None
+    assert cfg.admin_token.get() == "adm"
+    assert "sk-very-secret" not in repr(cfg)
+    assert "adm" not in str(describe(cfg)).replace("admin", "")
+    with pytest.raises(ConfigError, match="MISSING is not set"):
+        expand_env({"a": ["${MISSING}"]}, {})
+
+
+def test_routing_rules() -> None:
+    cfg = build_config(
+        {
+            "routes": [
+                {"name": "ds", "models": ["deepseek-*"], "upstream": UP},
+                {"name": "all", "models": ["*"], "upstream": UP},
+                {"name": "late", "models": ["deepseek-chat"], "upstream": UP},
+            ]
+        },
+        env={},
+    )
+    assert cfg.route_for("deepseek-chat").name == "ds"  # type: ignore[union-attr]
+    assert cfg.route_for("other").name == "all"  # type: ignore[union-attr]
+    assert cfg.route_for(None).name == "all"  # type: ignore[union-attr]
+    only = build_config({"routes": [{"name": "x", "models": ["a*"], "upstream": UP}]}, env={})
+    assert only.route_for(None).name == "x"  # type: ignore[union-attr]
+    assert only.route_for("b") is None
+
+
+def test_settings_aliases_and_precedence() -> None:
+    assert config_overrides(
+        {"includeInContext": "TRUE", "strip_from_context": "allbutlast"}, "x"
+    ) == {"include_in_context": True, "strip_from_context": "allButLast"}
+    with pytest.raises(ValueError, match="twice"):
+        config_overrides({"maxTokens": 1, "max_tokens": 2}, "x")
+    assert resolve({"effort": "low"}, None, {"effort": "high"}) == ReasoningSettings(effort="high")
+    with pytest.raises(InvalidSetting, match="given twice"):
+        header_overrides([("x-reasoning-effort", "low"), ("x-reasoning-effort", "high")])
+    assert header_overrides([("x-reasoning-effort", "low"), ("x-reasoning-effort", "LOW")]) == {
+        "effort": "low"
+    }
+
+
+def test_memory_store_with_workers_is_refused() -> None:
+    cfg = build_config({**config(), "server": {"workers": 2}}, env={})
+    with pytest.raises(ConfigError, match="needs a shared store"):
+        check_workers(cfg)
+
+
+def test_check_config_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "routes:\n  - name: r\n    upstream: http://127.0.0.1:9/v1\n    api_key: sk-hidden\n"
+    )
+    assert main(["check-config", str(good)]) == 0
+    out = capsys.readouterr()
+    assert '"dialect": "openai"' in out.out
+    assert "sk-hidden" not in out.out + out.err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("routes:\n  - name: r\n    upstream: http://x/v1\n    colour: red\n")
+    assert main(["check-config", str(bad)]) == 2
+    assert "routes[0].colour: unknown key" in capsys.readouterr().err
+    assert main(["check-config", str(tmp_path / "missing.yaml")]) == 2
+    (tmp_path / "broken.yaml").write_text("routes: [\n")
+    assert main(["check-config", str(tmp_path / "broken.yaml")]) == 2
+    assert load_config(good).routes[0].name == "r"
+
+
+def test_python_dash_m_proxy_runs_the_cli() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "proxy", "serve"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 2
+    assert "nothing to proxy to" in result.stderr
