@@ -16,6 +16,7 @@ from functools import lru_cache
 from proxy.config import Config, Route
 from proxy.history.egress import turn_refs_of
 from proxy.history.keys import ConversationKey, tenant_of
+from proxy.live import LiveFeed
 from proxy.reasoning.blocks import Turn, with_token_counts
 from proxy.reasoning.tokens import TokenCounter
 from proxy.stores import open_store
@@ -43,6 +44,7 @@ class Runtime:
             self._secret = config.secret.get().encode()
         else:
             self._secret = secrets.token_bytes(32)
+        self.live = LiveFeed()
         self.store_ok = True
         self.store_failures = 0
         self._store_failure_logged = False
@@ -104,5 +106,6 @@ class Runtime:
     def _store_recovered(self) -> None:
         if not self.store_ok:
             log.warning("store is back; turns are persisted again")
+        self.live = LiveFeed()
         self.store_ok = True
         self._store_failure_logged = False

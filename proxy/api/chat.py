@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -87,6 +89,7 @@ class Exchange:
     extra_headers: list[tuple[str, str]] = field(default_factory=list)
     turn: Turn | None = None
     stored: bool = False
+    live_id: str | None = None  # set when the live feed announced this turn
 
 
 class ChatEndpoint:
@@ -247,6 +250,10 @@ class ChatEndpoint:
         state: _Progress,
     ) -> None:
         normalizer = state.normalizer = StreamNormalizer(options)
+        watched = self.rt.live.active
+        if watched:
+            normalizer.tap = []
+            self._publish_start(ex)
         headers = [
             (k, v)
             for k, v in response_headers(response)
@@ -264,6 +271,8 @@ class ChatEndpoint:
         try:
             async for data in Upstream.chunks(response):
                 out = normalizer.feed(data)
+                if normalizer.tap:
+                    self._publish_tap(ex, normalizer.tap)
                 if normalizer.state == DONE:
                     await self._finish_stream(ex, normalizer, out, send, state)
                     return
@@ -284,6 +293,8 @@ class ChatEndpoint:
         send: Send,
         state: _Progress,
     ) -> None:
+        if normalizer.tap:
+            self._publish_tap(ex, normalizer.tap)
         await self._store(ex, normalizer.turn())
         state.complete = True
         await send({"type": "http.response.body", "body": out, "more_body": False})
@@ -309,6 +320,8 @@ class ChatEndpoint:
             if isinstance(payload, dict):
                 changed, turn = normalize_completion(payload, options)
                 if turn is not None:
+                    if self.rt.live.active:
+                        self._publish_whole(ex, turn)
                     await self._store(ex, turn)
                 if changed:
                     body = orjson.dumps(payload)
@@ -328,6 +341,65 @@ class ChatEndpoint:
         context = {"effective": ex.plan.effective, "raw": ex.plan.raw}
         turn = replace(turn, extra={**turn.extra, "context": context})
         ex.turn = await asyncio.shield(self.rt.record(ex.key, turn, ex.route))
+        if ex.live_id is not None:
+            self.rt.live.publish(
+                ex.key.tenant,
+                {
+                    "type": "turn_end",
+                    "conversation": ex.key.conversation,
+                    "turnId": ex.live_id,
+                    "complete": ex.turn.complete,
+                    "finishReason": ex.turn.finish_reason,
+                    "persisted": ex.turn.persisted,
+                },
+            )
+
+    # -- the live feed (only while someone watches) -------------------------------------
+
+    def _publish_start(self, ex: Exchange) -> None:
+        ex.live_id = uuid.uuid4().hex[:12]
+        self.rt.live.publish(
+            ex.key.tenant,
+            {
+                "type": "turn_start",
+                "conversation": ex.key.conversation,
+                "turnId": ex.live_id,
+                "model": ex.payload.get("model"),
+                "route": ex.route.name,
+                "created": time.time(),
+                "context": {"effective": ex.plan.effective, "raw": ex.plan.raw},
+            },
+        )
+
+    def _publish_tap(self, ex: Exchange, tap: list[tuple[str, str]]) -> None:
+        if ex.live_id is not None:
+            runs: list[list[str]] = []
+            for kind, text in tap:
+                if runs and runs[-1][0] == kind:
+                    runs[-1][1] += text
+                else:
+                    runs.append([kind, text])
+            for kind, text in runs:
+                self.rt.live.publish(
+                    ex.key.tenant,
+                    {
+                        "type": "delta",
+                        "conversation": ex.key.conversation,
+                        "turnId": ex.live_id,
+                        "kind": kind,
+                        "text": text,
+                    },
+                )
+        tap.clear()
+
+    def _publish_whole(self, ex: Exchange, turn: Turn) -> None:
+        self._publish_start(ex)
+        tap: list[tuple[str, str]] = []
+        if ex.settings.include_in_response:
+            tap += [("reasoning", b.thought) for b in turn.thinking if not b.is_hidden]
+        if turn.content:
+            tap.append(("content", turn.content))
+        self._publish_tap(ex, tap)
 
 
 class _Progress:

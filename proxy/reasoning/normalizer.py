@@ -214,6 +214,7 @@ class StreamNormalizer:
         "_upstream_error",
         "_usage",
         "state",
+        "tap",
     )
 
     def __init__(self, options: NormalizeOptions | None = None) -> None:
@@ -226,6 +227,9 @@ class StreamNormalizer:
         self._upstream_error: Any = None
         self._failure: StreamFailure | None = None
         self.state = OPEN
+        # When a list, (kind, text) of what the first choice sends the client
+        # ("reasoning" / "content") is appended to it; None costs nothing.
+        self.tap: list[tuple[str, str]] | None = None
 
     @property
     def failure(self) -> StreamFailure | None:
@@ -347,6 +351,8 @@ class StreamNormalizer:
                 delta = choice.get("delta")
                 state = self._choices.get(choice.get("index", 0))
                 if type(delta) is dict and state is not None and state.quick(delta, self._include):
+                    if self.tap is not None:
+                        self._tap(choice.get("index", 0), delta)
                     return None
         changed = False
         split: bytes | None = None
@@ -376,6 +382,8 @@ class StreamNormalizer:
                 continue
             if _rewrite(delta, segments, source, self._include, ""):
                 changed = True
+            if self.tap is not None:
+                self._tap(index, delta)
         if split is not None:
             return split
         if changed:
@@ -412,6 +420,9 @@ class StreamNormalizer:
         if runs[-1][0] == _V:
             delta.pop("reasoning_content", None)
         out.append(obj)
+        if self.tap is not None:
+            for o in out:
+                self._tap(index, o["choices"][0]["delta"])
         return b"".join(b"data: " + orjson.dumps(o) + b"\n\n" for o in out)
 
     def _flush_choices(self) -> bytes:
@@ -428,6 +439,8 @@ class StreamNormalizer:
             _rewrite(delta, segments, None, self._include, "")
             if not delta:
                 continue
+            if self.tap is not None:
+                self._tap(index, delta)
             chunk = {
                 **self._envelope,
                 "choices": [{"index": index, "delta": delta, "finish_reason": None}],
@@ -435,6 +448,17 @@ class StreamNormalizer:
             chunk.pop("finish_reason", None)
             out.append(b"data: " + orjson.dumps(chunk) + b"\n\n")
         return b"".join(out)
+
+    def _tap(self, index: Any, delta: Json) -> None:
+        """Record what the client is sent of the first choice (for watchers)."""
+        if index != 0 or self.tap is None:
+            return
+        reasoning = delta.get("reasoning_content")
+        if reasoning and type(reasoning) is str and self._include:
+            self.tap.append(("reasoning", reasoning))
+        content = delta.get("content")
+        if content and type(content) is str:
+            self.tap.append(("content", content))
 
     def _done(self) -> bytes:
         self.state = DONE

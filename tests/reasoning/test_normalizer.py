@@ -690,3 +690,31 @@ def test_finish_without_delta_and_nothing_held_passes_through() -> None:
     out, normalizer = run_stream(body)
     assert final in out
     assert normalizer.turn().finish_reason == "stop"
+
+
+def test_tap_records_what_the_first_choice_sends() -> None:
+    chunks = [
+        chunk({"reasoning_content": "native "}),
+        chunk({"content": "plain "}),
+        chunk({"content": "x<think>tagged</think>y"}),
+        chunk({"content": "tail <th"}),
+        chunk({}, "stop"),
+    ]
+    normalizer = StreamNormalizer()
+    normalizer.tap = []
+    normalizer.feed(render_stream(chunks))
+    assert normalizer.tap == [
+        ("reasoning", "native "),
+        ("content", "plain "),
+        ("content", "xy"),
+        ("content", "tail "),
+        ("content", "<th"),
+    ]
+    hidden = StreamNormalizer(NormalizeOptions(include_in_response=False))
+    hidden.tap = []
+    hidden.feed(render_stream([chunk({"reasoning_content": "r"}), chunk({"content": "c"}, "stop")]))
+    assert hidden.tap == [("content", "c")]
+    ordered = StreamNormalizer()
+    ordered.tap = []
+    ordered.feed(render_stream([chunk({"content": "A<think>r</think>B"}, "stop")]))
+    assert ordered.tap == [("content", "A"), ("reasoning", "r"), ("content", "B")]
