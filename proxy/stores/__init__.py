@@ -1,5 +1,6 @@
 """Stores of turns and profiles, chosen by URL: `memory://` (default),
-`sqlite:///relative.db` or `sqlite:////absolute.db`, `redis://host:port/db`."""
+`sqlite:///relative.db` or `sqlite:////absolute.db`, `redis://host:port/db`
+(or `rediss://`). Each backend's module says which bounds it honours."""
 
 from __future__ import annotations
 
@@ -23,13 +24,31 @@ def store_kind(url: str) -> str:
 
 
 def open_store(options: StoreModel) -> ReasoningStore:
-    """A store for the configured URL (not started: call `start()`)."""
+    """A store for the configured URL (not started: call `start()`). The
+    backends are imported here, not at the top, so a memory-only proxy never
+    loads the sqlite3 or redis modules."""
     kind = store_kind(options.url)
-    if kind == "memory":
-        return MemoryStore(
-            max_conversations=options.max_conversations,
-            max_bytes=options.max_bytes,
-            ttl_seconds=options.ttl_seconds,
-            max_turns=options.max_turns_per_conversation,
+    conversations = options.max_conversations
+    ttl = options.ttl_seconds
+    turns = options.max_turns_per_conversation
+    if kind == "sqlite":
+        from proxy.stores.sqlite import SQLiteStore, sqlite_path
+
+        return SQLiteStore(
+            sqlite_path(options.url),
+            max_conversations=conversations,
+            ttl_seconds=ttl,
+            max_turns=turns,
         )
-    raise ConfigError(f"the {kind} store is not available in this build")
+    if kind == "redis":
+        from proxy.stores.redis import RedisStore
+
+        return RedisStore(
+            options.url, max_conversations=conversations, ttl_seconds=ttl, max_turns=turns
+        )
+    return MemoryStore(
+        max_conversations=conversations,
+        max_bytes=options.max_bytes,
+        ttl_seconds=ttl,
+        max_turns=turns,
+    )

@@ -1,0 +1,102 @@
+"""Fixtures of the store tests: one real redis-server for the session, and
+`backend`, which runs each contract test against memory, SQLite and Redis."""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from proxy.stores.base import ReasoningStore
+from proxy.stores.memory import MemoryStore
+from proxy.stores.redis import RedisStore
+from proxy.stores.sqlite import SQLiteStore
+from tests.stores.servers import RedisServer
+
+START = 1_800_000_000.0
+_prefixes = itertools.count()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    with tempfile.TemporaryDirectory(prefix="rp-redis-") as directory:
+        server = RedisServer(Path(directory)).start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+@dataclass
+class FakeClock:
+    now: float = START
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Backend:
+    """Opens stores of one kind with chosen bounds, all on one fake clock.
+    `tick` moves that clock (update times, orders); `later` lets time pass for
+    expiry too, which on Redis means waiting for real, since Redis expires
+    keys on its own clock: tests that expire data there use short TTLs."""
+
+    kind: str
+    directory: Path
+    redis_url: str | None
+    clock: FakeClock = field(default_factory=FakeClock)
+    opened: list[ReasoningStore] = field(default_factory=list)
+
+    async def open(self, **bounds: Any) -> ReasoningStore:
+        store: ReasoningStore
+        if self.kind == "memory":
+            store = MemoryStore(clock=self.clock, **bounds)
+        elif self.kind == "sqlite":
+            path = self.directory / f"store-{len(self.opened)}.db"
+            store = SQLiteStore(str(path), clock=self.clock, **bounds)
+        else:
+            assert self.redis_url is not None
+            prefix = f"test{next(_prefixes)}:"
+            store = RedisStore(self.redis_url, prefix=prefix, clock=self.clock, **bounds)
+        await store.start()
+        self.opened.append(store)
+        return store
+
+    def tick(self, seconds: float = 1.0) -> None:
+        self.clock.now += seconds
+
+    async def later(self, seconds: float) -> None:
+        self.tick(seconds)
+        if self.kind == "redis":
+            await anyio.sleep(seconds)
+
+    async def close(self) -> None:
+        for store in self.opened:
+            await store.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
+    url = request.getfixturevalue("redis_server").url if request.param == "redis" else None
+    backend = Backend(request.param, tmp_path, url)
+    try:
+        yield backend
+    finally:
+        await backend.close()
+
+
+@pytest.fixture
+async def store(backend: Backend) -> ReasoningStore:
+    return await backend.open()

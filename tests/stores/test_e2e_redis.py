@@ -1,0 +1,115 @@
+"""End to end on Redis: several proxy processes (replicas, or `--workers`)
+sharing one real redis-server, and a Redis that dies in the middle of a
+stream and comes back."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import httpx
+
+from tests.harness import FakeUpstream, Stream, free_port, route_config, running_proxy
+from tests.stores.kimi import (
+    assert_reinjected,
+    kimi_config,
+    replay_without_reasoning,
+    store_tool_call_turn,
+    stored_turns,
+)
+from tests.stores.servers import ProxyProcess, RedisServer, serve_command, wait_until
+
+
+def test_a_turn_stored_through_one_replica_is_reinjected_by_another(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    conversation = f"replicas-{uuid.uuid4().hex[:8]}"
+    args = ["--config", str(kimi_config(tmp_path, upstream)), "--store", redis_server.url]
+    with (
+        ProxyProcess(args, log=tmp_path / "a.log") as a,
+        ProxyProcess(args, log=tmp_path / "b.log") as b,
+    ):
+        store_tool_call_turn(a.base, upstream, conversation)
+        assert_reinjected(replay_without_reasoning(b.base, upstream, conversation))
+        for replica in (a, b):
+            assert len(stored_turns(replica.base, conversation).json()["turns"]) == 2
+
+
+def test_two_workers_on_redis_share_history(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    conversation = f"workers-{uuid.uuid4().hex[:8]}"
+    args = ["--config", str(kimi_config(tmp_path, upstream)), "--store", redis_server.url]
+    with ProxyProcess([*args, "--workers", "2"], log=tmp_path / "workers.log") as proxy:
+        # every call opens a new connection, so the workers take turns as they accept
+        store_tool_call_turn(proxy.base, upstream, conversation)
+        assert_reinjected(replay_without_reasoning(proxy.base, upstream, conversation))
+        for _ in range(4):
+            assert len(stored_turns(proxy.base, conversation).json()["turns"]) == 2
+
+
+def test_two_workers_with_the_memory_store_are_refused_at_start(upstream: FakeUpstream) -> None:
+    port = str(free_port())
+    command = serve_command("--upstream", upstream.url, "--workers", "2", "--port", port)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert "--workers 2 needs a shared store" in done.stderr
+    assert "redis://" in done.stderr
+    assert "listening" not in done.stdout
+
+
+def _answer(*pieces: str) -> Stream:
+    words = [{"choices": [{"index": 0, "delta": {"content": p}}]} for p in pieces]
+    return Stream(
+        [
+            {"choices": [{"index": 0, "delta": {"reasoning_content": "Mid-stream thought."}}]},
+            *words,
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        ],
+        delay=0.05,  # time enough to kill Redis after the first event
+    )
+
+
+def test_redis_dying_mid_stream_never_breaks_the_stream(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    # this Redis keeps an append-only file, so what it had survives its death
+    redis = RedisServer(tmp_path / "redis", "--appendonly", "yes", "--appendfsync", "always")
+    redis.start()
+    headers = {"Authorization": "Bearer sk-mid", "X-Conversation-Id": "mid-stream"}
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    config = route_config(upstream, top={"store": {"url": redis.url}})
+    try:
+        with running_proxy(config) as proxy, httpx.Client(base_url=proxy.base, timeout=30) as http:
+            upstream.script(_answer("kept ", "before"))
+            assert http.post("/v1/chat/completions", json=body, headers=headers).status_code == 200
+
+            upstream.script(_answer("streamed ", "while ", "Redis ", "died"))
+            lines: list[str] = []
+            with http.stream("POST", "/v1/chat/completions", json=body, headers=headers) as r:
+                for line in r.iter_lines():
+                    if line.startswith("data:") and not lines:
+                        redis.kill()
+                    if line:
+                        lines.append(line)
+            assert lines[-1] == "data: [DONE]"
+            assert not any('"error"' in line for line in lines)
+            assert "died" in "".join(lines)
+
+            wait_until(lambda: proxy.runtime.store_failures > 0, what="the failed append")
+            assert proxy.runtime.store_ok is False
+            ready = http.get("/readyz")
+            assert ready.status_code == 503
+            assert ready.json()["store"] == "down"
+            assert http.get("/v1/conversations/mid-stream", headers=headers).status_code == 503
+
+            redis.start()  # same port; replays its append-only file
+            upstream.script(_answer("kept ", "after"))
+            assert http.post("/v1/chat/completions", json=body, headers=headers).status_code == 200
+            turns = http.get("/v1/conversations/mid-stream", headers=headers).json()["turns"]
+            assert [t["content"] for t in turns] == ["kept before", "kept after"]
+            assert proxy.runtime.store_ok is True
+            assert http.get("/readyz").status_code == 200
+    finally:
+        redis.stop()

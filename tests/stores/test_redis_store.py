@@ -1,0 +1,146 @@
+"""What only the Redis store has: key layout and TTLs, sweeps of expired
+conversations, and a server that dies and comes back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from proxy.history.keys import ConversationKey
+from proxy.stores.base import StoreFailure, TurnRefs
+from proxy.stores.redis import RedisStore
+from tests.harness import free_port
+from tests.stores.conftest import FakeClock
+from tests.stores.servers import RedisServer
+from tests.stores.test_contract import ALICE, turn
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def raw(redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_server.url)
+    yield client
+    await client.aclose()
+
+
+async def test_every_history_key_is_namespaced_and_expires(
+    redis_server: RedisServer, raw: aioredis.Redis
+) -> None:
+    store = RedisStore(redis_server.url, prefix="ttl-check:", ttl_seconds=600)
+    await store.start()
+    try:
+        key = ConversationKey(ALICE, "c1")
+        await store.append(key, turn("1", call="call_1"), TurnRefs(("call_1",), "fp-1"))
+        await store.put_profile("deep", {"effort": "high"})
+        found = await raw.keys("ttl-check:*")
+        names = sorted(k.decode() if isinstance(k, bytes) else k for k in found)
+        assert names == [
+            "ttl-check:conv:t-alice:c1",
+            "ttl-check:index:t-alice",
+            "ttl-check:profiles",
+            "ttl-check:recent",
+            "ttl-check:recent:t-alice",
+            "ttl-check:refs:t-alice:c1",
+            "ttl-check:turns:t-alice:c1",
+        ]
+        ttls = {name: await raw.pttl(name) for name in names}
+        assert ttls.pop("ttl-check:profiles") == -1  # settings, not history
+        assert 1_200_000 - 5_000 < ttls.pop("ttl-check:refs:t-alice:c1") <= 1_200_000
+        assert all(600_000 - 5_000 < ttl <= 600_000 for ttl in ttls.values()), ttls
+
+        # a write refreshes the TTL of what it touches
+        await raw.pexpire("ttl-check:turns:t-alice:c1", 1_000)
+        await store.append(key, turn("2"), TurnRefs())
+        assert await raw.pttl("ttl-check:turns:t-alice:c1") > 590_000
+        assert await raw.lrange("ttl-check:turns:t-alice:c1", 0, -1) != []
+    finally:
+        await store.close()
+
+
+async def test_an_index_entry_of_an_expired_conversation_never_matches_its_successor(
+    redis_server: RedisServer, raw: aioredis.Redis
+) -> None:
+    store = RedisStore(redis_server.url, prefix="gen:")
+    await store.start()
+    try:
+        key = ConversationKey(ALICE, "c1")
+        await store.append(key, turn("old", call="call_old"), TurnRefs(("call_old",)))
+        # the conversation expires and so does its record of what it indexed,
+        # while the tenant's index lives on (the tenant kept writing elsewhere)
+        await raw.delete("gen:turns:t-alice:c1", "gen:conv:t-alice:c1", "gen:refs:t-alice:c1")
+        assert await store.append(key, turn("new"), TurnRefs()) == 0
+        assert await raw.hget("gen:index:t-alice", "t:call_old") is not None
+        assert await store.lookup(ALICE, "t:call_old") is None
+    finally:
+        await store.close()
+
+
+async def test_a_sweep_clears_what_points_at_expired_conversations(
+    redis_server: RedisServer, raw: aioredis.Redis
+) -> None:
+    clock = FakeClock()
+    store = RedisStore(redis_server.url, prefix="sweep:", ttl_seconds=30, clock=clock)
+    await store.start()
+    try:
+        await store.append(
+            ConversationKey(ALICE, "gone"), turn("x", call="call_x"), TurnRefs(("call_x",))
+        )
+        clock.now += 31
+        # what Redis would have done by then; the index lives on (Alice kept writing)
+        await raw.delete("sweep:turns:t-alice:gone", "sweep:conv:t-alice:gone")
+        await store.append(ConversationKey(ALICE, "live"), turn("y"), TurnRefs())
+        assert await raw.hgetall("sweep:index:t-alice") == {}
+        assert await raw.zrange("sweep:recent", 0, -1) == [b"t-alice\x1flive"]
+        assert await raw.zrange("sweep:recent:t-alice", 0, -1) == [b"live"]
+        assert await raw.exists("sweep:refs:t-alice:gone") == 0
+    finally:
+        await store.close()
+
+
+async def test_a_dead_server_fails_fast_as_store_failure_and_recovers(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path).start()
+    store = RedisStore(server.url, prefix="dead:")
+    await store.start()
+    key = ConversationKey(ALICE, "c1")
+    try:
+        await store.append(key, turn("before"), TurnRefs())
+        server.kill()
+        with pytest.raises(StoreFailure):
+            await store.append(key, turn("lost"), TurnRefs())
+        with pytest.raises(StoreFailure):
+            await store.ping()
+        with pytest.raises(StoreFailure):
+            await store.turns(key)
+        server.start()  # same port, empty (no persistence)
+        assert await store.ping() is True
+        assert await store.append(key, turn("after"), TurnRefs()) == 0
+        assert await store.turns(key) == [turn("after")]
+    finally:
+        await store.close()
+        server.stop()
+
+
+async def test_a_server_that_is_down_at_start_is_reported_and_used_once_up(
+    tmp_path: Path,
+) -> None:
+    server = RedisServer(tmp_path)
+    store = RedisStore(server.url, prefix="late:")
+    try:
+        with pytest.raises(StoreFailure):
+            await store.start()
+        server.start()
+        assert await store.ping() is True
+        assert await store.append(ConversationKey(ALICE, "c1"), turn("x"), TurnRefs()) == 0
+    finally:
+        await store.close()
+        server.stop()
+
+
+async def test_calls_before_start_fail_as_store_failure() -> None:
+    store = RedisStore(f"redis://127.0.0.1:{free_port()}/0")
+    with pytest.raises(StoreFailure):
+        await store.turns(ConversationKey(ALICE, "c1"))
