@@ -24,6 +24,7 @@ from proxy.api.conversations import conversations_router
 from proxy.api.ops import ops_router
 from proxy.api.passthrough import PassthroughEndpoint
 from proxy.api.profiles import profiles_router
+from proxy.api.ui import ui_router
 from proxy.config import (
     ENV_CONFIG,
     ENV_STORE,
@@ -129,6 +130,7 @@ def create_app(
     api.include_router(ops_router(rt))
     api.include_router(conversations_router(rt))
     api.include_router(profiles_router(rt))
+    api.include_router(ui_router(rt))
     return ProxyApp(rt, api, mounts)
 
 
@@ -150,5 +152,10 @@ def config_from_env() -> Config:
 
 
 def app_from_env() -> ProxyApp:
-    """uvicorn factory: `uvicorn --factory proxy.app:app_from_env`."""
-    return create_app(config_from_env())
+    """uvicorn factory (each worker process): `uvicorn --factory proxy.app:app_from_env`."""
+    from proxy.cli import secrets_of
+    from proxy.observability import configure_logging
+
+    config = config_from_env()
+    configure_logging(config.server.log_level, config.server.log_format, secrets_of(config))
+    return create_app(config)

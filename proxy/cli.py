@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,13 +104,25 @@ def check_workers(config: Config) -> None:
         )
 
 
+def secrets_of(config: Config) -> list[str]:
+    """Every configured secret, for the log redactor."""
+    values = [r.api_key.get() for r in config.routes if r.api_key is not None]
+    values += [v for _, v in (h for r in config.routes for h in r.headers)]
+    for secret in (config.admin_token, config.secret):
+        if secret is not None:
+            values.append(secret.get())
+    return values
+
+
 def serve(config: Config, args: argparse.Namespace) -> None:
     import uvicorn
 
     from proxy.app import create_app
+    from proxy.observability import MULTIPROC_ENV, configure_logging
 
     check_workers(config)
     server = config.server
+    configure_logging(server.log_level, server.log_format, secrets_of(config))
     print(
         f"reasoning-proxy listening on http://{server.host}:{server.port} "
         f"({len(config.routes)} route(s), store {store_kind(config.store.url)}, "
@@ -120,11 +135,16 @@ def serve(config: Config, args: argparse.Namespace) -> None:
         "log_level": server.log_level,
         "access_log": False,
         "timeout_graceful_shutdown": 10,
+        "log_config": None,  # our handler on the root logger (redacting) serves uvicorn too
     }
     if server.workers == 1:
         uvicorn.run(create_app(config), **common)
         return
-    # Worker processes rebuild the config from the environment.
+    # Worker processes rebuild the config from the environment, and write
+    # their metrics to files that /metrics aggregates.
+    metrics_dir = tempfile.mkdtemp(prefix="reasoning-proxy-metrics-")
+    os.environ[MULTIPROC_ENV] = metrics_dir
+    atexit.register(shutil.rmtree, metrics_dir, True)
     if args.config or os.environ.get(ENV_CONFIG):
         os.environ[ENV_CONFIG] = os.path.abspath(args.config or os.environ[ENV_CONFIG])
         os.environ.pop(ENV_UPSTREAM, None)

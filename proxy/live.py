@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -50,3 +52,44 @@ class LiveFeed:
             yield sub
         finally:
             self._subscribers.discard(sub)
+
+
+class TurnWatcher:
+    """Announces one turn on the live feed: start, deltas, end."""
+
+    __slots__ = ("_conversation", "_feed", "_id", "_tenant")
+
+    def __init__(self, feed: LiveFeed, tenant: str, conversation: str) -> None:
+        self._feed = feed
+        self._tenant = tenant
+        self._conversation = conversation
+        self._id = uuid.uuid4().hex[:12]
+
+    def _publish(self, event_type: str, **fields: Any) -> None:
+        event = {
+            "type": event_type,
+            "conversation": self._conversation,
+            "turnId": self._id,
+            **fields,
+        }
+        self._feed.publish(self._tenant, event)
+
+    def start(self, model: Any, route: str, context: dict[str, int]) -> None:
+        self._publish("turn_start", model=model, route=route, created=time.time(), context=context)
+
+    def deltas(self, tap: list[tuple[str, str]]) -> None:
+        """Publish (kind, text) pairs, runs of one kind joined; empties `tap`."""
+        runs: list[list[str]] = []
+        for kind, text in tap:
+            if runs and runs[-1][0] == kind:
+                runs[-1][1] += text
+            else:
+                runs.append([kind, text])
+        for kind, text in runs:
+            self._publish("delta", kind=kind, text=text)
+        tap.clear()
+
+    def end(self, complete: bool, finish_reason: str | None, persisted: bool) -> None:
+        self._publish(
+            "turn_end", complete=complete, finishReason=finish_reason, persisted=persisted
+        )

@@ -17,6 +17,7 @@ from proxy.config import Config, Route
 from proxy.history.egress import turn_refs_of
 from proxy.history.keys import ConversationKey, tenant_of
 from proxy.live import LiveFeed
+from proxy.observability import Metrics
 from proxy.reasoning.blocks import Turn, with_token_counts
 from proxy.reasoning.tokens import TokenCounter
 from proxy.stores import open_store
@@ -45,6 +46,7 @@ class Runtime:
         else:
             self._secret = secrets.token_bytes(32)
         self.live = LiveFeed()
+        self.metrics = Metrics()
         self.store_ok = True
         self.store_failures = 0
         self._store_failure_logged = False
@@ -57,6 +59,7 @@ class Runtime:
                 "stored conversations cannot be found again after a restart or from another "
                 "replica. Set it for durable or shared stores."
             )
+        self.metrics.store_up.set(1)
         await self.upstream.start()
         try:
             await asyncio.wait_for(self.store.start(), STORE_TIMEOUT)
@@ -81,11 +84,18 @@ class Runtime:
         turn = replace(turn, route=route.name, created=time.time())
         turn = with_token_counts(turn, self.count)
         ids, fp = turn_refs_of(turn)
+        metrics = self.metrics
+        for block in turn.thinking:
+            metrics.reasoning_blocks.labels(block.source_field).inc()
+        delimiters = turn.extra.get("delimiters")
+        if isinstance(delimiters, int) and delimiters:
+            metrics.delimiters.inc(delimiters)
         try:
             await asyncio.wait_for(self.store.append(key, turn, TurnRefs(ids, fp)), STORE_TIMEOUT)
         except (TimeoutError, StoreFailure) as exc:
             self._store_failed("append", exc)
             return replace(turn, persisted=False)
+        metrics.store_ops.labels("append", "ok").inc()
         self._store_recovered()
         return turn
 
@@ -95,6 +105,8 @@ class Runtime:
     def _store_failed(self, what: str, exc: BaseException) -> None:
         self.store_ok = False
         self.store_failures += 1
+        self.metrics.store_ops.labels(what, "error").inc()
+        self.metrics.store_up.set(0)
         if not self._store_failure_logged:
             self._store_failure_logged = True
             log.error(
@@ -107,5 +119,6 @@ class Runtime:
         if not self.store_ok:
             log.warning("store is back; turns are persisted again")
         self.live = LiveFeed()
+        self.metrics = Metrics()
         self.store_ok = True
         self._store_failure_logged = False

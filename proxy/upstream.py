@@ -9,6 +9,7 @@ reached, 504 when it goes quiet for longer than the route's idle timeout.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable
 
@@ -126,7 +127,8 @@ class Upstream:
         try:
             yield response
         finally:
-            response.close()
+            # back to the pool when the body was read to the end, else closed
+            response.release()
 
     @staticmethod
     async def chunks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
@@ -142,6 +144,17 @@ class Upstream:
             raise UpstreamReadError("timeout") from None
         except (aiohttp.ClientError, OSError):
             raise UpstreamReadError("disconnected") from None
+
+    @staticmethod
+    async def drain(response: aiohttp.ClientResponse, limit: float) -> None:
+        """Read what is left of a body (after [DONE], the chunked terminator)
+        so the connection can go back to the pool; give up after `limit` seconds."""
+        try:
+            async with asyncio.timeout(limit):
+                while await response.content.readany():
+                    pass
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            response.close()
 
     @staticmethod
     async def read_all(response: aiohttp.ClientResponse, limit: int) -> bytes:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,6 +32,7 @@ from proxy.api.asgi import (
     send_bytes,
     send_error,
 )
+from proxy.api.trace import Trace
 from proxy.config import Route
 from proxy.errors import (
     BadRequest,
@@ -48,9 +47,12 @@ from proxy.history.context import EgressPlan, plan_egress
 from proxy.history.dialects import apply_params, request_params
 from proxy.history.egress import find_stored, known_reasoning, read_assistants
 from proxy.history.keys import ConversationKey, auto_conversation_id
+from proxy.live import TurnWatcher
+from proxy.observability import truncate
 from proxy.reasoning.blocks import Turn
 from proxy.reasoning.normalizer import (
     DONE,
+    OPEN,
     NormalizeOptions,
     StreamFailure,
     StreamNormalizer,
@@ -73,6 +75,14 @@ log = logging.getLogger("proxy.chat")
 
 # request headers that are the proxy's own and never go upstream
 _OWN_HEADERS = ("x-reasoning-", "x-conversation-id")
+# stream failure code -> upstream error kind (metrics)
+_FAILURE_KIND = {
+    "malformed_upstream_event": "malformed",
+    "upstream_line_too_long": "malformed",
+    "upstream_timeout": "timeout",
+    "upstream_disconnected": "disconnected",
+    "upstream_closed": "disconnected",
+}
 
 
 @dataclass(slots=True)
@@ -89,7 +99,7 @@ class Exchange:
     extra_headers: list[tuple[str, str]] = field(default_factory=list)
     turn: Turn | None = None
     stored: bool = False
-    live_id: str | None = None  # set when the live feed announced this turn
+    watcher: TurnWatcher | None = None  # set while someone watches the live feed
 
 
 class ChatEndpoint:
@@ -97,29 +107,55 @@ class ChatEndpoint:
         self.rt = runtime
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        trace = Trace(send, self.rt.metrics, "chat.completions")
         try:
-            exchange = await self.prepare(scope, receive)
+            await self._handle(scope, receive, trace)
+        finally:
+            trace.finish()
+
+    async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
+        try:
+            ex = await self.prepare(scope, receive)
         except ProxyError as exc:
-            await send_error(send, exc)
+            trace.fields["error"] = exc.code
+            await send_error(trace.send, exc)
             return
         except ClientGone:
             return
+        trace.route = ex.route.name
+        trace.fields.update(
+            model=ex.payload.get("model"),
+            conversation=ex.key.conversation,
+            stream=ex.stream,
+            tokens_effective=ex.plan.effective,
+            tokens_raw=ex.plan.raw,
+        )
         state = _Progress()
-        work = asyncio.ensure_future(self.forward(exchange, send, state))
+        work = asyncio.ensure_future(self.forward(ex, trace, state))
         watch = asyncio.ensure_future(_wait_disconnect(receive))
         try:
             await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
             if not work.done() and not state.complete:
                 # the client left: stop reading the upstream now (closes its connection)
                 work.cancel()
+                trace.outcome = "client_gone"
             with contextlib.suppress(asyncio.CancelledError):
                 await work
         finally:
             watch.cancel()
             if not work.done():
                 work.cancel()
-        if not exchange.stored:
-            await self._store(exchange, state.turn())
+        if not ex.stored:
+            await self._store(ex, state.turn())
+        if ex.turn is not None:
+            trace.fields.update(
+                reasoning_blocks=len(ex.turn.thinking),
+                complete=ex.turn.complete,
+                persisted=ex.turn.persisted,
+                finish_reason=ex.turn.finish_reason,
+            )
+            if self.rt.config.server.log_bodies:
+                log.info("response", extra={"body": truncate(_turn_summary(ex.turn))})
 
     # -- before the upstream -------------------------------------------------------
 
@@ -168,8 +204,11 @@ class ChatEndpoint:
             threshold=route.compression_threshold,
             count=rt.count,
         )
+        self._count_egress(route, plan)
         payload["messages"] = plan.result.messages
         apply_params(payload, request_params(route.dialect, settings), frozenset(from_headers))
+        if config.server.log_bodies:
+            log.info("request", extra={"body": truncate(payload)})
         extra = [
             ("x-context-tokens-effective", str(plan.effective)),
             ("x-context-tokens-raw", str(plan.raw)),
@@ -190,6 +229,15 @@ class ChatEndpoint:
             extra_headers=extra,
         )
 
+    def _count_egress(self, route: Route, plan: EgressPlan) -> None:
+        metrics = self.rt.metrics
+        if plan.result.reinjected:
+            metrics.reinjected.labels(route.dialect.name).inc(plan.result.reinjected)
+        if plan.result.stripped:
+            metrics.stripped.labels(route.dialect.name).inc(plan.result.stripped)
+        if plan.compressed:
+            metrics.compressions.labels(plan.compressed).inc()
+
     async def _profile(self, name: str | None) -> dict[str, Any] | None:
         if name is None:
             return None
@@ -209,7 +257,7 @@ class ChatEndpoint:
 
     # -- to the upstream and back ----------------------------------------------------
 
-    async def forward(self, ex: Exchange, send: Send, state: _Progress) -> None:
+    async def forward(self, ex: Exchange, trace: Trace, state: _Progress) -> None:
         rt = self.rt
         options = NormalizeOptions(
             tags=ex.route.tags,
@@ -219,6 +267,7 @@ class ChatEndpoint:
             max_reasoning_chars=rt.config.limits.max_reasoning_bytes,
         )
         body = orjson.dumps(ex.payload)
+        trace.upstream_started()
         try:
             async with rt.upstream.request(
                 ex.route, "POST", "/chat/completions", ex.upstream_headers, body
@@ -228,32 +277,35 @@ class ChatEndpoint:
                         "The upstream answered with a redirect; redirects are not followed.",
                         code="upstream_redirect",
                     )
+                if response.status >= 400:
+                    trace.upstream_error = "status"
                 content_type = response.headers.get("content-type", "")
                 if response.status < 300 and content_type.startswith("text/event-stream"):
-                    await self._stream(ex, response, options, send, state)
+                    await self._stream(ex, response, options, trace, state)
                 else:
-                    await self._whole(ex, response, options, send, state)
+                    await self._whole(ex, response, options, trace, state)
         except ProxyError as exc:
+            trace.upstream_error = trace.upstream_error or _error_kind(exc)
+            trace.fields["error"] = exc.code
+            state.complete = True
             if not state.started:
-                state.complete = True
-                await send_error(send, exc)
+                await send_error(trace.send, exc)
             else:
-                state.complete = True
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                await trace.send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _stream(
         self,
         ex: Exchange,
         response: aiohttp.ClientResponse,
         options: NormalizeOptions,
-        send: Send,
+        trace: Trace,
         state: _Progress,
     ) -> None:
+        send = trace.send
         normalizer = state.normalizer = StreamNormalizer(options)
-        watched = self.rt.live.active
-        if watched:
+        if self.rt.live.active:
             normalizer.tap = []
-            self._publish_start(ex)
+            self._watch(ex)
         headers = [
             (k, v)
             for k, v in response_headers(response)
@@ -270,43 +322,41 @@ class ChatEndpoint:
         state.started = True
         try:
             async for data in Upstream.chunks(response):
+                trace.upstream_first_byte()
                 out = normalizer.feed(data)
-                if normalizer.tap:
-                    self._publish_tap(ex, normalizer.tap)
+                if normalizer.tap and ex.watcher is not None:
+                    ex.watcher.deltas(normalizer.tap)
                 if normalizer.state == DONE:
-                    await self._finish_stream(ex, normalizer, out, send, state)
-                    return
+                    break
                 if out:
                     await send({"type": "http.response.body", "body": out, "more_body": True})
-                if normalizer.state != "open":
+                if normalizer.state != OPEN:
                     break
-            out = normalizer.finish()
+            else:
+                out = normalizer.finish()
         except UpstreamReadError as exc:
             out = normalizer.abort(_read_failure(exc))
-        await self._finish_stream(ex, normalizer, out, send, state)
-
-    async def _finish_stream(
-        self,
-        ex: Exchange,
-        normalizer: StreamNormalizer,
-        out: bytes,
-        send: Send,
-        state: _Progress,
-    ) -> None:
-        if normalizer.tap:
-            self._publish_tap(ex, normalizer.tap)
+        if normalizer.tap and ex.watcher is not None:
+            ex.watcher.deltas(normalizer.tap)
+        failure = normalizer.failure
+        trace.outcome = "complete" if normalizer.state == DONE else "failed"
+        if failure is not None:
+            trace.upstream_error = _FAILURE_KIND.get(failure.code, "malformed")
         await self._store(ex, normalizer.turn())
         state.complete = True
         await send({"type": "http.response.body", "body": out, "more_body": False})
+        if normalizer.state == DONE:
+            await Upstream.drain(response, 1.0)
 
     async def _whole(
         self,
         ex: Exchange,
         response: aiohttp.ClientResponse,
         options: NormalizeOptions,
-        send: Send,
+        trace: Trace,
         state: _Progress,
     ) -> None:
+        trace.upstream_first_byte()
         try:
             body = await Upstream.read_all(response, self.rt.config.limits.max_response_bytes)
         except UpstreamReadError as exc:
@@ -317,11 +367,13 @@ class ChatEndpoint:
                 payload = orjson.loads(body)
             except orjson.JSONDecodeError:
                 payload = None
+                trace.upstream_error = "malformed"
             if isinstance(payload, dict):
                 changed, turn = normalize_completion(payload, options)
                 if turn is not None:
                     if self.rt.live.active:
-                        self._publish_whole(ex, turn)
+                        self._watch(ex)
+                        self._announce_whole(ex, turn)
                     await self._store(ex, turn)
                 if changed:
                     body = orjson.dumps(payload)
@@ -330,7 +382,7 @@ class ChatEndpoint:
             headers += ex.extra_headers
         state.complete = True
         state.started = True
-        await send_bytes(send, response.status, body, encode_headers(headers))
+        await send_bytes(trace.send, response.status, body, encode_headers(headers))
 
     async def _store(self, ex: Exchange, turn: Turn | None) -> None:
         """Store the turn once. Shielded: a client leaving while the store
@@ -341,65 +393,27 @@ class ChatEndpoint:
         context = {"effective": ex.plan.effective, "raw": ex.plan.raw}
         turn = replace(turn, extra={**turn.extra, "context": context})
         ex.turn = await asyncio.shield(self.rt.record(ex.key, turn, ex.route))
-        if ex.live_id is not None:
-            self.rt.live.publish(
-                ex.key.tenant,
-                {
-                    "type": "turn_end",
-                    "conversation": ex.key.conversation,
-                    "turnId": ex.live_id,
-                    "complete": ex.turn.complete,
-                    "finishReason": ex.turn.finish_reason,
-                    "persisted": ex.turn.persisted,
-                },
-            )
+        if ex.watcher is not None:
+            ex.watcher.end(ex.turn.complete, ex.turn.finish_reason, ex.turn.persisted)
 
     # -- the live feed (only while someone watches) -------------------------------------
 
-    def _publish_start(self, ex: Exchange) -> None:
-        ex.live_id = uuid.uuid4().hex[:12]
-        self.rt.live.publish(
-            ex.key.tenant,
-            {
-                "type": "turn_start",
-                "conversation": ex.key.conversation,
-                "turnId": ex.live_id,
-                "model": ex.payload.get("model"),
-                "route": ex.route.name,
-                "created": time.time(),
-                "context": {"effective": ex.plan.effective, "raw": ex.plan.raw},
-            },
+    def _watch(self, ex: Exchange) -> None:
+        ex.watcher = TurnWatcher(self.rt.live, ex.key.tenant, ex.key.conversation)
+        ex.watcher.start(
+            ex.payload.get("model"),
+            ex.route.name,
+            {"effective": ex.plan.effective, "raw": ex.plan.raw},
         )
 
-    def _publish_tap(self, ex: Exchange, tap: list[tuple[str, str]]) -> None:
-        if ex.live_id is not None:
-            runs: list[list[str]] = []
-            for kind, text in tap:
-                if runs and runs[-1][0] == kind:
-                    runs[-1][1] += text
-                else:
-                    runs.append([kind, text])
-            for kind, text in runs:
-                self.rt.live.publish(
-                    ex.key.tenant,
-                    {
-                        "type": "delta",
-                        "conversation": ex.key.conversation,
-                        "turnId": ex.live_id,
-                        "kind": kind,
-                        "text": text,
-                    },
-                )
-        tap.clear()
-
-    def _publish_whole(self, ex: Exchange, turn: Turn) -> None:
-        self._publish_start(ex)
+    def _announce_whole(self, ex: Exchange, turn: Turn) -> None:
+        assert ex.watcher is not None
         tap: list[tuple[str, str]] = []
         if ex.settings.include_in_response:
             tap += [("reasoning", b.thought) for b in turn.thinking if not b.is_hidden]
         if turn.content:
             tap.append(("content", turn.content))
-        self._publish_tap(ex, tap)
+        ex.watcher.deltas(tap)
 
 
 class _Progress:
@@ -414,6 +428,18 @@ class _Progress:
 
     def turn(self) -> Turn | None:
         return self.normalizer.turn() if self.normalizer is not None else None
+
+
+def _error_kind(exc: ProxyError) -> str:
+    if isinstance(exc, UpstreamTimeout):
+        return "timeout"
+    if exc.code == "upstream_unreachable":
+        return "connect"
+    if exc.code in ("upstream_redirect",):
+        return "status"
+    if exc.code == "upstream_disconnected":
+        return "disconnected"
+    return "malformed"
 
 
 def _read_failure(exc: UpstreamReadError) -> StreamFailure:
@@ -433,6 +459,18 @@ def _read_failure_error(exc: UpstreamReadError) -> ProxyError:
         "The upstream connection broke before the response was complete.",
         code="upstream_disconnected",
     )
+
+
+def _turn_summary(turn: Turn) -> dict[str, Any]:
+    return {
+        "content": turn.content,
+        "reasoning": [b.thought for b in turn.thinking],
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls
+        ],
+        "finish_reason": turn.finish_reason,
+        "complete": turn.complete,
+    }
 
 
 def _upstream_headers(

@@ -1,11 +1,11 @@
-"""Operational endpoints: liveness and readiness."""
+"""Operational endpoints: liveness, readiness and Prometheus metrics."""
 
 from __future__ import annotations
 
 import asyncio
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from proxy.runtime import STORE_TIMEOUT, Runtime
 from proxy.stores.base import StoreFailure
@@ -30,5 +30,16 @@ def ops_router(rt: Runtime) -> APIRouter:
             "store_kind": rt.store.name,
         }
         return JSONResponse(body, status_code=200 if ok else 503)
+
+    @router.get("/metrics")
+    async def metrics() -> Response:
+        try:
+            stats = await asyncio.wait_for(rt.store.stats(), STORE_TIMEOUT)
+            rt.metrics.store_conversations.set(stats.conversations)
+            rt.metrics.store_bytes.set(stats.bytes)
+        except (TimeoutError, StoreFailure) as exc:
+            rt.store_call_failed("stats", exc)
+        body, content_type = rt.metrics.render()
+        return Response(body, media_type=content_type)
 
     return router

@@ -20,6 +20,7 @@ from proxy.api.asgi import (
     request_headers,
     send_error,
 )
+from proxy.api.trace import Trace
 from proxy.config import Route
 from proxy.errors import NotFound, ProxyError, Unauthorized
 from proxy.runtime import Runtime
@@ -31,7 +32,16 @@ class PassthroughEndpoint:
         self.rt = runtime
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        trace = Trace(send, self.rt.metrics, "passthrough")
+        trace.fields["path"] = scope["path"]
+        try:
+            await self._handle(scope, receive, trace)
+        finally:
+            trace.finish()
+
+    async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
         config = self.rt.config
+        send = trace.send
         try:
             headers = request_headers(scope, config.limits.max_header_bytes)
             authorization = header(headers, "authorization")
@@ -45,8 +55,12 @@ class PassthroughEndpoint:
                     param="model",
                     code="model_not_found",
                 )
-            await self._forward(scope, send, route, headers, authorization, body)
+            trace.route = route.name
+            await self._forward(scope, trace, route, headers, authorization, body)
         except ProxyError as exc:
+            trace.fields["error"] = exc.code
+            if exc.status >= 502:
+                trace.upstream_error = "timeout" if exc.status == 504 else "connect"
             await send_error(send, exc)
         except ClientGone:
             return
@@ -54,7 +68,7 @@ class PassthroughEndpoint:
     async def _forward(
         self,
         scope: Scope,
-        send: Send,
+        trace: Trace,
         route: Route,
         headers: list[tuple[str, str]],
         authorization: str | None,
@@ -72,9 +86,14 @@ class PassthroughEndpoint:
         elif authorization:
             out.append(("authorization", authorization))
         out.extend(route.headers)
+        send = trace.send
+        trace.upstream_started()
         async with self.rt.upstream.request(
             route, scope["method"], suffix, out, body or None
         ) as response:
+            trace.upstream_first_byte()
+            if response.status >= 400:
+                trace.upstream_error = "status"
             await send(
                 {
                     "type": "http.response.start",
@@ -85,7 +104,8 @@ class PassthroughEndpoint:
             try:
                 async for data in Upstream.chunks(response):
                     await send({"type": "http.response.body", "body": data, "more_body": True})
-            except UpstreamReadError:
+            except UpstreamReadError as exc:
+                trace.upstream_error = "timeout" if exc.kind == "timeout" else "disconnected"
                 # End without the final chunk: the server closes the connection,
                 # so the client sees a cut body, not a complete one.
                 return

@@ -283,7 +283,9 @@ class StreamNormalizer:
             error = "upstream_error_event"
         elif self.state == OPEN:
             error = "interrupted"
+        delimiters = sum(c.splitter.delimiters for c in self._choices.values())
         return builder.build(
+            extra={"delimiters": delimiters} if delimiters else {},
             finish_reason=finish,
             usage=self._usage,
             complete=complete,
@@ -500,7 +502,9 @@ def normalize_completion(
     if first is None:
         return changed, None
     usage = body.get("usage")
+    delimiters = first.splitter.delimiters
     turn = first.builder.build(
+        extra={"delimiters": delimiters} if delimiters else {},
         finish_reason=finish,
         usage=usage if type(usage) is dict else None,
         complete=True,

@@ -92,6 +92,7 @@ class TagSplitter:
         "_skip_ws",
         "_state",
         "_tags",
+        "delimiters",
     )
 
     def __init__(self, tags: TagSet = DEFAULT_TAG_SET, *, implicit_open: bool = False) -> None:
@@ -104,6 +105,7 @@ class TagSplitter:
         # In implicit mode, a leading explicit open tag is consumed, not reasoning.
         self._fresh_implicit = implicit_open
         self._skip_ws = implicit_open
+        self.delimiters = 0  # tags removed from the text so far (for metrics)
 
     @property
     def plain(self) -> bool:
@@ -162,14 +164,17 @@ class TagSplitter:
             if self._state == _OUTSIDE and not is_open:
                 # A stray close tag is cut out; the text around it may now form
                 # a tag, so look again from where one could start.
+                self.delimiters += 1
                 text = text[:lt] + text[end:]
                 n = len(text)
                 scan = max(pos, lt - longest + 1)
                 continue
             if self._state == _OUTSIDE:
+                self.delimiters += 1
                 self._emit_before_block(text[pos:lt], out)
                 self._open(name)
             elif not is_open and self._block in (None, name):
+                self.delimiters += 1
                 if lt > pos:
                     self._emit(text[pos:lt], out)
                 self._close(out)
@@ -183,6 +188,7 @@ class TagSplitter:
             elif is_open and self._fresh_implicit and not text[pos:lt].strip():
                 # `<think>` at the start of an implicit block repeats the
                 # prompt's open tag: consume it.
+                self.delimiters += 1
                 self._fresh_implicit = False
                 self._block = name
             else:

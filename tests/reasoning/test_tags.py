@@ -263,3 +263,13 @@ def test_invariant_4_bounded_carry(tokens: list[str], implicit: bool) -> None:
     for token in tokens:
         splitter.feed(token)
         assert splitter.carry_size <= 64 + 2 * DEFAULT_TAG_SET.longest
+
+
+def test_removed_delimiters_are_counted() -> None:
+    splitter = TagSplitter()
+    splitter.feed("<think>a <thinking> b</think>c</think>d")
+    splitter.flush()
+    assert splitter.delimiters == 3  # open, its close, one stray; the nested tag is text
+    implicit = TagSplitter(implicit_open=True)
+    implicit.feed("<think>x</think>y")
+    assert implicit.delimiters == 2
