@@ -109,16 +109,18 @@ class Runtime:
         self.metrics.store_up.set(0)
         if not self._store_failure_logged:
             self._store_failure_logged = True
+            # StoreFailure messages name the backend's problem (host and port,
+            # "readonly database"), never a credential
+            reason = str(exc) if isinstance(exc, StoreFailure) else type(exc).__name__
             log.error(
                 "store %s failed (%s); responses continue, turns are not persisted",
                 what,
-                type(exc).__name__,
+                reason,
             )
 
     def _store_recovered(self) -> None:
         if not self.store_ok:
             log.warning("store is back; turns are persisted again")
-        self.live = LiveFeed()
-        self.metrics = Metrics()
+            self.metrics.store_up.set(1)
         self.store_ok = True
         self._store_failure_logged = False

@@ -1,11 +1,18 @@
-"""Shared test settings. HYPOTHESIS_PROFILE=deep runs the property tests
-with many more examples (slow; for local hunting, not CI)."""
+"""Shared fixtures and settings. HYPOTHESIS_PROFILE=deep runs the property
+tests with many more examples (slow; for local hunting, not CI)."""
 
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.harness import FakeUpstream
+from tests.stores.servers import RedisServer
 
 settings.register_profile("default", deadline=None, max_examples=150)
 settings.register_profile(
@@ -14,16 +21,24 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-import pytest  # noqa: E402
-
-from tests.harness import FakeUpstream  # noqa: E402
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One real redis-server for the session (Debian's package), on a free port."""
+    with tempfile.TemporaryDirectory(prefix="rp-redis-") as directory:
+        server = RedisServer(Path(directory)).start()
+        try:
+            yield server
+        finally:
+            server.stop()
 
 
 @pytest.fixture(scope="session")
-def upstream_server() -> FakeUpstream:
+def upstream_server() -> Iterator[FakeUpstream]:
     server = FakeUpstream().start()
-    yield server  # type: ignore[misc]
-    server.stop()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

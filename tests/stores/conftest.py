@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 import itertools
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from proxy.stores.base import ReasoningStore
 from proxy.stores.memory import MemoryStore
 from proxy.stores.redis import RedisStore
 from proxy.stores.sqlite import SQLiteStore
-from tests.stores.servers import RedisServer
 
 START = 1_800_000_000.0
 _prefixes = itertools.count()
@@ -26,16 +24,6 @@ _prefixes = itertools.count()
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-@pytest.fixture(scope="session")
-def redis_server() -> Iterator[RedisServer]:
-    with tempfile.TemporaryDirectory(prefix="rp-redis-") as directory:
-        server = RedisServer(Path(directory)).start()
-        try:
-            yield server
-        finally:
-            server.stop()
 
 
 @dataclass
