@@ -234,7 +234,10 @@ def build_config(
     env = os.environ if env is None else env
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the file must hold a mapping (server, routes, ...)")
-    data = expand_env(data, env)
+    try:
+        data = expand_env(data, env)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
     try:
         model = ConfigModel.model_validate(data)
     except ValidationError as exc:

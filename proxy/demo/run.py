@@ -171,6 +171,8 @@ def run_demo(args: argparse.Namespace) -> None:
     import uvicorn
 
     from proxy.app import create_app
+    from proxy.cli import secrets_of
+    from proxy.observability import configure_logging
 
     env = dict(os.environ)
     host = args.host or DEFAULT_HOST
@@ -186,6 +188,7 @@ def run_demo(args: argparse.Namespace) -> None:
             log_bodies=args.log_bodies,
         )
         app = create_app(config, mounts={MOUNT: Simulator(delay=delay)})
+        configure_logging(config.server.log_level, config.server.log_format, secrets_of(config))
         print(banner(config), flush=True)
         server = uvicorn.Server(
             uvicorn.Config(
@@ -193,6 +196,7 @@ def run_demo(args: argparse.Namespace) -> None:
                 log_level=config.server.log_level,
                 access_log=False,
                 timeout_graceful_shutdown=10,
+                log_config=None,
             )
         )
         # Ctrl-C: uvicorn shuts down gracefully, then re-raises the interrupt;

@@ -12,6 +12,7 @@ modified: changed messages are copies.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,33 +159,44 @@ async def find_stored(
             if fp:
                 by_key[f"f:{fp}"] = turn  # the latest turn with that content wins
         for a in wanted:
-            match = _match(a, by_key.get)
+            match = await _best(a, by_key.get)
             if match is not None:
                 found[a.position] = match
         return found
+
+    async def lookup(index_key: str) -> Turn | None:
+        return await store.lookup(key.tenant, index_key)
+
     for a in wanted:
-        for index_key in _index_keys(a):
-            match = await store.lookup(key.tenant, index_key)
-            if match is not None:
-                found[a.position] = match
-                break
+        match = await _best(a, lookup)
+        if match is not None:
+            found[a.position] = match
     return found
 
 
-def _index_keys(a: AssistantMessage) -> list[str]:
-    keys = [f"t:{i}" for i in a.tool_call_ids]
+async def _best(a: AssistantMessage, get: Any) -> Turn | None:
+    """By tool-call id, else by fingerprint. Some upstreams reuse tool-call ids
+    (Kimi numbers them `functions.name:0` per conversation), so a turn found
+    by id whose content differs yields to one whose fingerprint matches."""
     fp = a.fingerprint
-    if fp:
-        keys.append(f"f:{fp}")
-    return keys
+    for call_id in a.tool_call_ids:
+        turn = await _get(get, f"t:{call_id}")
+        if turn is None:
+            continue
+        if fp and turn_refs_of(turn)[1] != fp:
+            exact = await _get(get, f"f:{fp}")
+            if exact is not None:
+                return exact
+        return turn
+    return await _get(get, f"f:{fp}") if fp else None
 
 
-def _match(a: AssistantMessage, get: Any) -> Turn | None:
-    for index_key in _index_keys(a):
-        turn: Turn | None = get(index_key)
-        if turn is not None:
-            return turn
-    return None
+async def _get(get: Any, index_key: str) -> Turn | None:
+    """`get` may be a dict's get or an async store lookup."""
+    result = get(index_key)
+    if asyncio.iscoroutine(result):
+        result = await result
+    return result  # type: ignore[no-any-return]
 
 
 def known_reasoning(

@@ -39,11 +39,17 @@ def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
     }
 
 
-def tool_call_turn(round_: int) -> Stream:
+def call_id(round_: int, reuse: bool) -> str:
+    # Kimi numbers tool calls per conversation (`functions.get_weather:0`), so
+    # the same id comes back in every round
+    return "functions.get_weather:0" if reuse else f"call_{round_}"
+
+
+def tool_call_turn(round_: int, reuse: bool = False) -> Stream:
     city = CITIES[round_]
     call = {
         "index": 0,
-        "id": f"call_{round_}",
+        "id": call_id(round_, reuse),
         "type": "function",
         "function": {"name": "get_weather", "arguments": ""},
     }
@@ -88,7 +94,7 @@ def expected_reasoning(history_turns: int) -> list[str]:
     return out
 
 
-def run_agent(proxy_url: str, include: bool) -> None:
+def run_agent(proxy_url: str, include: bool, reuse: bool = False) -> None:
     client = openai.OpenAI(
         base_url=proxy_url,
         api_key="sk-agent",
@@ -129,16 +135,20 @@ def run_agent(proxy_url: str, include: bool) -> None:
             messages.append(message)
             if calls:
                 messages.append(
-                    {"role": "tool", "tool_call_id": f"call_{round_}", "content": "sunny, 21°C"}
+                    {
+                        "role": "tool",
+                        "tool_call_id": call_id(round_, reuse),
+                        "content": "sunny, 21°C",
+                    }
                 )
 
 
-@pytest.mark.parametrize("include", [True, False])
-def test_agent_loop_with_the_openai_sdk(upstream: FakeUpstream, include: bool) -> None:
+@pytest.mark.parametrize(("include", "reuse"), [(True, False), (False, False), (True, True)])
+def test_agent_loop_with_the_openai_sdk(upstream: FakeUpstream, include: bool, reuse: bool) -> None:
     for round_ in range(3):
-        upstream.script(tool_call_turn(round_), answer_turn(round_))
+        upstream.script(tool_call_turn(round_, reuse), answer_turn(round_))
     with running_proxy(route_config(upstream, dialect="kimi")) as proxy:
-        run_agent(proxy.url, include)
+        run_agent(proxy.url, include, reuse)
     requests = upstream.chat_requests()
     assert len(requests) == 6
     for n, request in enumerate(requests):
