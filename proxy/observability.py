@@ -164,7 +164,9 @@ class Redactor:
         return value
 
 
-_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+# record attributes that are not extra fields (uvicorn adds an ANSI-coloured
+# copy of its message, which a log line does not need)
+_STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
 
 
 class RedactingFilter(logging.Filter):
