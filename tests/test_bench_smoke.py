@@ -1,0 +1,95 @@
+"""bench/run.py end to end, briefly: it runs every scenario against the real
+fake upstream and proxy, reports numbers, and leaves no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = {"stream", "nonstream", "tags", "ttft"}
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("taskset") is None or len(os.sched_getaffinity(0)) < 2,
+    reason="bench/run.py pins its processes to two cores with taskset",
+)
+
+
+def _session_members(sid: int) -> list[str]:
+    """Live processes of session `sid` (the benchmark and all it started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+        except OSError:  # it exited while we looked
+            continue
+        # fields after the command name: state ppid pgrp session ...
+        state, _, _, session = stat[stat.rindex(b")") + 2 :].split()[:4]
+        if int(session) == sid and state != b"Z":
+            found.append(f"{entry.name}: {stat[: stat.rindex(b')') + 1].decode(errors='replace')}")
+    return found
+
+
+def _run_bench(tmp_path: Path, *args: str) -> tuple[dict[str, Any], str]:
+    out = tmp_path / "bench.json"
+    # its own session, so every descendant can be found again by session id afterwards
+    proc = subprocess.Popen(
+        [sys.executable, "bench/run.py", "--json", str(out), *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    assert proc.returncode == 0, stderr.decode(errors="replace")
+    assert _session_members(proc.pid) == []
+    result: dict[str, Any] = json.loads(out.read_text())
+    assert len(result["pids"]) >= 3  # upstream, proxy and at least one load generator
+    return result, stdout.decode()
+
+
+def test_every_scenario_runs_direct_and_through_the_proxy(tmp_path: Path) -> None:
+    result, stdout = _run_bench(
+        tmp_path,
+        *("--duration", "1", "--warmup", "0.2"),
+        *("--concurrency", "2", "--ttft-concurrency", "2", "--ttft-chunks", "8"),
+    )
+    scenarios = {s["name"]: s for s in result["scenarios"]}
+    assert set(scenarios) == SCENARIOS
+    for name, scenario in scenarios.items():
+        for path in ("direct", "proxy"):
+            numbers = scenario[path]
+            assert numbers["requests"] > 0, (name, path)
+            assert numbers["errors"] == {}, (name, path)
+            if name != "nonstream":
+                assert numbers["chunks"] > 0, (name, path)
+        assert scenario["proxy"]["watched_cpu_s"] > 0, name
+        assert scenario["proxy_peak_rss_mib"] > 0, name
+        assert f"| {name} | 2 | proxy |" in stdout
+
+
+def test_rss_run_samples_the_proxy(tmp_path: Path) -> None:
+    result, stdout = _run_bench(
+        tmp_path,
+        *("--rss-run", "2", "--rss-interval", "0.5", "--rss-baseline", "1", "--concurrency", "2"),
+    )
+    run = result["rss_run"]
+    assert run["load"]["requests"] > 0
+    assert run["load"]["errors"] == {}
+    assert len(run["samples"]) >= 3
+    assert run["baseline_mib"] > 0
+    assert "growth" in stdout
