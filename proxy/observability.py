@@ -133,7 +133,7 @@ class Metrics:
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(bearer)\s+[^\s'\",}]+"), r"\1 " + REDACTED),
     (
-        re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(?!bearer\b)[^'\"\s,}]+"),
+        re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(?!bearer\b)[^'\"\n,}]+"),
         r"\1" + REDACTED,
     ),
     (re.compile(r"(?i)(api[_-]?key['\"]?\s*[:=]\s*['\"]?)[^'\"\s,}]+"), r"\1" + REDACTED),
