@@ -52,7 +52,7 @@ def static_file(name: str) -> Response:
     media_type = STATIC_TYPES.get(name)
     if media_type is None:
         raise NotFound("No such file.")
-    body = files("proxy").joinpath("ui", name).read_bytes()
+    body = files("proxy").joinpath("ui").joinpath(name).read_bytes()
     return Response(body, media_type=media_type, headers=SECURITY_HEADERS)
 
 
@@ -84,9 +84,7 @@ class LiveEvents(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         with self.feed.subscribe(self.tenant) as sub:
-            await send(
-                {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
-            )
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             hello = {"type": "hello", "scope": "all" if self.tenant is None else "tenant"}
             await send(
                 {

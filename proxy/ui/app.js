@@ -1,0 +1,745 @@
+// The inspector page of reasoning-proxy.
+//
+// Data comes from three places, all with the caller's Authorization header:
+//   GET v1/conversations        the conversation list (sidebar)
+//   GET v1/conversations/{id}   stored turns of the selected conversation
+//   GET ui/events               the live feed: turn_start, delta, turn_end
+// The live feed is read with fetch() and a stream reader, because
+// EventSource cannot send headers. A live turn is drawn from its deltas;
+// when it ends, the conversation is fetched again and the stored turn
+// replaces the live drawing (the store is the record, the feed a preview).
+//
+// All text from the proxy goes into the page as text nodes, never as HTML.
+'use strict';
+
+(() => {
+  const KEY_STORAGE = 'reasoning-proxy.key';
+  const THEME_STORAGE = 'reasoning-proxy.theme';
+  const PREVIEW_CHARS = 40;
+  const NO_ANSWER = 'Model provided reasoning but no response.';
+  const MAX_RETRY_MS = 10000;
+  const MAX_UNSTORED_TURNS = 100; // finished turns the store did not keep, shown from the feed
+
+  const $ = (id) => document.getElementById(id);
+  const darkQuery = window.matchMedia('(prefers-color-scheme: dark)');
+
+  const state = {
+    key: readStorage(sessionStorage, KEY_STORAGE),
+    scope: null, // 'all' (admin token) or 'tenant', from the feed's hello
+    conversations: new Map(), // ref -> conversation entry
+    selected: null, // ref of the conversation on screen
+    stored: null, // the last GET of the selected conversation
+    live: new Map(), // turnId -> live turn
+    expanded: new Map(), // `${msgId}#${block}` -> the reader's last choice
+    stream: null, // AbortController of the feed request
+    retry: 0,
+    generation: 0, // bumped when the key changes: older responses are dropped
+    eventSeq: 0, // counts feed events, to know what a fetch already includes
+    loadSeq: 0,
+  };
+
+  const blocks = new WeakMap(); // reasoning container -> block state
+  let blockIds = 0;
+
+  // -- small helpers -----------------------------------------------------------
+
+  function readStorage(storage, name) {
+    try {
+      return storage.getItem(name) || '';
+    } catch {
+      return ''; // storage disabled: the page still works for this visit
+    }
+  }
+
+  function writeStorage(storage, name, value) {
+    try {
+      if (value) storage.setItem(name, value);
+      else storage.removeItem(name);
+    } catch {
+      // storage disabled: the choice lasts until the page is left
+    }
+  }
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value !== null && value !== undefined) node.setAttribute(name, value);
+    }
+    for (const child of children) {
+      if (child === null || child === undefined) continue;
+      node.append(typeof child === 'string' ? document.createTextNode(child) : child);
+    }
+    return node;
+  }
+
+  function codePoints(text) {
+    // the proxy counts characters as Python does (code points), so the page does too
+    let n = 0;
+    for (const _ of text) n += 1;
+    return n;
+  }
+
+  function preview(text) {
+    // whitespace folded to single spaces: the preview is one line
+    const head = text.slice(0, 25 * PREVIEW_CHARS);
+    const chars = Array.from(head.replace(/\s+/g, ' ').trim());
+    const more = chars.length > PREVIEW_CHARS || text.length > head.length;
+    return more ? `${chars.slice(0, PREVIEW_CHARS).join('').trimEnd()}…` : chars.join('');
+  }
+
+  function clock(seconds) {
+    return seconds ? new Date(seconds * 1000).toLocaleTimeString() : '';
+  }
+
+  function tenantScope() {
+    return state.key ? "this key's conversations" : 'anonymous conversations';
+  }
+
+  function authHeaders() {
+    return state.key ? { Authorization: `Bearer ${state.key}` } : {};
+  }
+
+  async function errorOf(response) {
+    let message = `HTTP ${response.status}`;
+    try {
+      const body = await response.json();
+      if (body && body.error && body.error.message) message = body.error.message;
+    } catch {
+      // not the proxy's JSON error shape: the status says enough
+    }
+    const error = new Error(message);
+    error.status = response.status;
+    return error;
+  }
+
+  async function api(path) {
+    const response = await fetch(path, { headers: authHeaders(), cache: 'no-store' });
+    if (!response.ok) throw await errorOf(response);
+    return response.json();
+  }
+
+  function showError(message) {
+    const box = $('error');
+    box.textContent = message || '';
+    box.hidden = !message;
+  }
+
+  function setStatus(kind, text) {
+    const status = $('live-status');
+    status.dataset.state = kind;
+    status.textContent = text;
+  }
+
+  function keepScroll(change) {
+    // stay pinned to the bottom while a stream grows, unless the reader scrolled up
+    const pane = $('conversation');
+    const pinned = pane.scrollHeight - pane.scrollTop - pane.clientHeight < 48;
+    change();
+    if (pinned) pane.scrollTop = pane.scrollHeight;
+  }
+
+  // -- theme -------------------------------------------------------------------
+
+  function applyTheme() {
+    const forced = readStorage(localStorage, THEME_STORAGE);
+    const root = document.documentElement;
+    if (forced) root.dataset.theme = forced;
+    else delete root.dataset.theme;
+    const dark = forced ? forced === 'dark' : darkQuery.matches;
+    $('theme-toggle').setAttribute('aria-pressed', String(dark));
+  }
+
+  function toggleTheme() {
+    const dark = $('theme-toggle').getAttribute('aria-pressed') !== 'true';
+    // back at the system's choice: follow the system again
+    writeStorage(localStorage, THEME_STORAGE, dark === darkQuery.matches ? '' : dark ? 'dark' : 'light');
+    applyTheme();
+  }
+
+  // -- reasoning blocks ----------------------------------------------------------
+
+  function createBlock({ msgId, index, text, tokens, expanded, streaming }) {
+    const id = `reasoning-${++blockIds}`;
+    const chevron = el('span', { class: 'chevron', 'aria-hidden': 'true' });
+    const label = el('span', { class: 'preview' });
+    const tokensEl = el('span', { class: 'tokens' });
+    const toggle = el(
+      'button',
+      { type: 'button', class: 'reasoning-toggle', 'data-ai-reasoning-toggle': '', 'aria-controls': id },
+      chevron,
+      label,
+      tokensEl,
+    );
+    const textEl = el('div', { class: 'reasoning-text', id });
+    const container = el(
+      'div',
+      { class: 'reasoning', 'data-ai-reasoning': '', 'data-msg-id': msgId, 'data-block-index': String(index) },
+      toggle,
+      textEl,
+    );
+    const block = {
+      msgId, index, text: '', chars: 0, tokens, streaming, collapsed: !expanded,
+      container, toggle, chevron, label, tokensEl, textEl, line: null,
+    };
+    blocks.set(container, block);
+    appendThought(block, text);
+    setStreaming(block, streaming);
+    setCollapsed(block, !expanded);
+    return block;
+  }
+
+  function appendThought(block, text) {
+    if (!text) return;
+    block.text += text;
+    block.chars += codePoints(text);
+    // one element per source line, so each line carries its own gutter
+    text.split('\n').forEach((part, i) => {
+      if (i > 0 || !block.line) {
+        block.line = el('div', { class: 'rline' }, '');
+        block.textEl.append(block.line);
+      }
+      if (part) block.line.firstChild.appendData(part);
+    });
+    updateBlock(block);
+  }
+
+  function blockTokens(block) {
+    return block.tokens ?? Math.ceil(block.chars / 4);
+  }
+
+  function updateBlock(block) {
+    const tokens = blockTokens(block);
+    block.container.dataset.tokenEst = String(tokens);
+    block.tokensEl.textContent = `${block.tokens === null ? '~' : ''}${tokens} tokens`;
+    block.label.textContent = block.collapsed ? `"${preview(block.text)}"` : 'Reasoning';
+  }
+
+  function setCollapsed(block, collapsed) {
+    block.collapsed = collapsed;
+    block.container.dataset.collapsed = String(collapsed);
+    block.toggle.setAttribute('aria-expanded', String(!collapsed));
+    block.toggle.title = collapsed ? 'Show the reasoning' : 'Hide the reasoning';
+    block.chevron.textContent = collapsed ? '▶' : '▼';
+    block.textEl.hidden = collapsed;
+    updateBlock(block);
+  }
+
+  function setStreaming(block, streaming) {
+    block.streaming = streaming;
+    block.container.dataset.streaming = String(streaming);
+  }
+
+  function onToggle(toggle) {
+    const block = blocks.get(toggle.closest('[data-ai-reasoning]'));
+    if (!block) return;
+    const expanded = block.collapsed;
+    setCollapsed(block, !expanded);
+    state.expanded.set(`${block.msgId}#${block.index}`, expanded);
+    toggle.dispatchEvent(
+      new CustomEvent('svmai:event', {
+        bubbles: true,
+        composed: true,
+        detail: {
+          type: 'reasoning_toggle',
+          payload: { msgId: block.msgId, expanded, tokens: blockTokens(block) },
+        },
+      }),
+    );
+  }
+
+  // -- turns ---------------------------------------------------------------------
+
+  function notice(text, kind) {
+    return el('p', { class: 'notice', 'data-notice': kind }, text);
+  }
+
+  function usageText(usage) {
+    if (!usage || typeof usage !== 'object') return null;
+    const parts = [];
+    if (Number.isFinite(usage.prompt_tokens)) parts.push(`prompt ${usage.prompt_tokens}`);
+    if (Number.isFinite(usage.completion_tokens)) parts.push(`completion ${usage.completion_tokens}`);
+    const details = usage.completion_tokens_details;
+    if (details && Number.isFinite(details.reasoning_tokens)) parts.push(`reasoning ${details.reasoning_tokens}`);
+    return parts.length ? `tokens: ${parts.join(', ')}` : null;
+  }
+
+  function renderStoredTurn(conversation, turn) {
+    const msgId = `${conversation}:${turn.index}`;
+    const head = el(
+      'header',
+      { class: 'turn-head' },
+      el('span', { class: 'n' }, `Turn ${turn.index + 1}`),
+      turn.model ? el('span', { class: 'model' }, turn.model) : null,
+      turn.route ? el('span', { class: 'route' }, `route ${turn.route}`) : null,
+      turn.finishReason ? el('span', { class: 'finish' }, `finish: ${turn.finishReason}`) : null,
+      usageText(turn.usage) ? el('span', { class: 'usage' }, usageText(turn.usage)) : null,
+      turn.created ? el('time', {}, clock(turn.created)) : null,
+      turn.complete === false ? el('span', { class: 'badge warn' }, 'incomplete') : null,
+      turn.persisted === false ? el('span', { class: 'badge warn' }, 'not stored') : null,
+    );
+    const body = el('div', { class: 'turn-body' });
+    const visible = (turn.blocks || []).filter((b) => !b.isHidden && b.thought);
+    visible.forEach((b, index) => {
+      const expanded = state.expanded.get(`${msgId}#${index}`) === true;
+      const tokens = Number.isInteger(b.tokens) ? b.tokens : null;
+      body.append(createBlock({ msgId, index, text: b.thought, tokens, expanded, streaming: false }).container);
+    });
+    const tools = turn.toolCallIds || [];
+    if (turn.content) body.append(el('div', { class: 'answer' }, turn.content));
+    else if (visible.length && !tools.length) body.append(notice(NO_ANSWER, 'reasoning-only'));
+    else if (!tools.length) body.append(notice('No response.', 'empty'));
+    if (tools.length) body.append(el('p', { class: 'tools' }, `Tool calls: ${tools.join(', ')}`));
+    return el(
+      'article',
+      { class: 'turn', 'data-msg-id': msgId, 'data-state': 'stored', 'data-turn-index': String(turn.index) },
+      head,
+      body,
+    );
+  }
+
+  function createLiveTurn(event) {
+    const turn = {
+      id: event.turnId,
+      conversation: event.conversation,
+      msgId: `${event.conversation}:live-${event.turnId}`,
+      model: event.model || null,
+      route: event.route || null,
+      created: event.created || null,
+      blocks: [],
+      current: null, // the reasoning block or answer element being written
+      answer: '',
+      done: false,
+      persisted: true,
+      endSeq: 0,
+    };
+    turn.badge = el('span', { class: 'badge live' }, 'streaming');
+    turn.head = el(
+      'header',
+      { class: 'turn-head' },
+      el('span', { class: 'n' }, 'Live turn'),
+      turn.model ? el('span', { class: 'model' }, turn.model) : null,
+      turn.route ? el('span', { class: 'route' }, `route ${turn.route}`) : null,
+      turn.created ? el('time', {}, clock(turn.created)) : null,
+      turn.badge,
+    );
+    turn.body = el('div', { class: 'turn-body' });
+    turn.el = el(
+      'article',
+      { class: 'turn', 'data-msg-id': turn.msgId, 'data-state': 'live', 'data-turn-id': turn.id },
+      turn.head,
+      turn.body,
+    );
+    return turn;
+  }
+
+  function finishReasoning(turn) {
+    const block = turn.current;
+    if (!block || !block.container) return;
+    setStreaming(block, false);
+    // the reasoning steps aside once the answer starts, unless the reader opened it again
+    const opened = state.expanded.get(`${block.msgId}#${block.index}`) === true;
+    setCollapsed(block, !opened);
+  }
+
+  function liveDelta(turn, kind, text) {
+    if (kind === 'reasoning') {
+      if (!turn.current || !turn.current.container) {
+        const index = turn.blocks.length;
+        const expanded = state.expanded.get(`${turn.msgId}#${index}`) !== false;
+        turn.current = createBlock({ msgId: turn.msgId, index, text: '', tokens: null, expanded, streaming: true });
+        turn.blocks.push(turn.current);
+        turn.body.append(turn.current.container);
+      }
+      appendThought(turn.current, text);
+    } else if (kind === 'content') {
+      if (!turn.current || turn.current.container) {
+        finishReasoning(turn);
+        turn.current = { answer: el('div', { class: 'answer' }, '') };
+        turn.body.append(turn.current.answer);
+      }
+      turn.current.answer.firstChild.appendData(text);
+      turn.answer += text;
+    }
+  }
+
+  function endLiveTurn(turn, event) {
+    finishReasoning(turn);
+    turn.current = null;
+    turn.done = true;
+    turn.persisted = event.persisted !== false;
+    turn.endSeq = state.eventSeq;
+    turn.el.dataset.state = 'ended';
+    turn.badge.remove();
+    if (event.finishReason) turn.head.append(el('span', { class: 'finish' }, `finish: ${event.finishReason}`));
+    if (event.complete === false) turn.head.append(el('span', { class: 'badge warn' }, 'incomplete'));
+    if (!turn.persisted) {
+      forgetOldUnstored();
+      turn.head.append(el('span', { class: 'badge warn' }, 'not stored'));
+      if (!turn.answer) {
+        turn.body.append(turn.blocks.length ? notice(NO_ANSWER, 'reasoning-only') : notice('No response.', 'empty'));
+      }
+    }
+  }
+
+  function forgetOldUnstored() {
+    // while the store is down, only the feed holds finished turns: keep the latest few
+    const unstored = [...state.live.values()].filter((t) => t.done && !t.persisted);
+    for (const turn of unstored.slice(0, Math.max(0, unstored.length + 1 - MAX_UNSTORED_TURNS))) {
+      state.live.delete(turn.id);
+      turn.el.remove();
+    }
+  }
+
+  // -- conversations -----------------------------------------------------------
+
+  function refOf(conversation, tenant) {
+    return state.scope === 'all' ? `${tenant ?? '?'}/${conversation}` : conversation;
+  }
+
+  function entryForLive(conversation) {
+    // Live events name no tenant; for the admin, the most recently active
+    // conversation with that id is the best guess until the list says more.
+    let best = null;
+    for (const entry of state.conversations.values()) {
+      if (entry.id === conversation && (!best || entry.updated > best.updated)) best = entry;
+    }
+    if (best) return best;
+    const entry = {
+      ref: refOf(conversation, null), id: conversation, tenant: null,
+      turns: 0, updated: 0, model: null, context: null,
+    };
+    state.conversations.set(entry.ref, entry);
+    return entry;
+  }
+
+  function isStreaming(id) {
+    for (const turn of state.live.values()) if (turn.conversation === id && !turn.done) return true;
+    return false;
+  }
+
+  function renderList() {
+    const list = $('conversations');
+    const focused = document.activeElement && document.activeElement.dataset.ref;
+    const entries = [...state.conversations.values()].sort((a, b) => b.updated - a.updated);
+    list.replaceChildren(
+      ...entries.map((c) => {
+        const meta = [c.model, c.turns ? `${c.turns} turn${c.turns === 1 ? '' : 's'}` : null, clock(c.updated)];
+        if (state.scope === 'all' && c.tenant) meta.unshift(`tenant ${c.tenant.slice(0, 10)}`);
+        const button = el(
+          'button',
+          {
+            type: 'button',
+            class: 'conversation-item',
+            'data-ref': c.ref,
+            'data-conversation': c.id,
+            'data-live': String(isStreaming(c.id)),
+            'aria-current': c.ref === state.selected ? 'true' : null,
+          },
+          el('span', { class: 'id' }, c.id),
+          el('span', { class: 'meta' }, meta.filter(Boolean).join(' · ')),
+        );
+        return el('li', {}, button);
+      }),
+    );
+    $('no-conversations').hidden = entries.length > 0;
+    if (focused) list.querySelector(`[data-ref="${CSS.escape(focused)}"]`)?.focus();
+  }
+
+  async function loadConversations() {
+    const generation = state.generation;
+    let data;
+    try {
+      data = await api('v1/conversations?limit=200');
+    } catch (error) {
+      if (generation === state.generation) showError(error.message);
+      return;
+    }
+    if (generation !== state.generation) return;
+    showError('');
+    const previous = state.conversations;
+    const next = new Map();
+    for (const item of data.data || []) {
+      const ref = refOf(item.id, item.tenant);
+      next.set(ref, {
+        ref, id: item.id, tenant: item.tenant ?? null, turns: item.turns,
+        updated: item.updated, model: item.model, context: previous.get(ref)?.context ?? null,
+      });
+    }
+    // conversations seen only on the feed so far (not stored yet) stay listed
+    for (const entry of previous.values()) {
+      if (next.has(entry.ref)) continue;
+      const known = [...next.values()].filter((c) => c.id === entry.id);
+      if (known.length) {
+        if (state.selected === entry.ref) state.selected = known.sort((a, b) => b.updated - a.updated)[0].ref;
+      } else if ([...state.live.values()].some((t) => t.conversation === entry.id)) {
+        next.set(entry.ref, entry);
+      }
+    }
+    state.conversations = next;
+    if (state.selected && !next.has(state.selected)) state.selected = null;
+    renderList();
+    if (!state.selected && next.size) {
+      await select([...next.values()].sort((a, b) => b.updated - a.updated)[0].ref);
+    } else if (!state.selected) {
+      renderConversation();
+    }
+  }
+
+  async function select(ref) {
+    state.selected = ref;
+    state.stored = null;
+    renderList();
+    renderConversation();
+    await loadSelected(true);
+  }
+
+  async function loadSelected(scrollDown) {
+    const entry = state.conversations.get(state.selected);
+    if (!entry) return;
+    const generation = state.generation;
+    const load = ++state.loadSeq;
+    const seenEvents = state.eventSeq;
+    let data = null;
+    // nothing is stored before a conversation's first turn ends; don't ask
+    if (entry.turns > 0 && (state.scope !== 'all' || entry.tenant)) {
+      const query = state.scope === 'all' ? `?tenant=${encodeURIComponent(entry.tenant)}` : '';
+      try {
+        data = await api(`v1/conversations/${encodeURIComponent(entry.id)}${query}`);
+      } catch (error) {
+        if (error.status !== 404 && generation === state.generation) showError(error.message);
+      }
+    }
+    if (generation !== state.generation || load !== state.loadSeq || state.selected !== entry.ref) return;
+    if (data) {
+      state.stored = data;
+      if (data.tokens) entry.context = data.tokens;
+      // finished turns the store already holds are drawn from the store now
+      for (const [id, turn] of state.live) {
+        if (turn.conversation === entry.id && turn.done && turn.persisted && turn.endSeq <= seenEvents) {
+          carryExpansions(turn, data);
+          state.live.delete(id);
+        }
+      }
+    }
+    const pane = $('conversation');
+    renderConversation();
+    if (scrollDown) pane.scrollTop = pane.scrollHeight;
+  }
+
+  function carryExpansions(turn, data) {
+    // a block the reader opened while it streamed stays open in the stored drawing
+    const stored = data.turns[data.turns.length - 1];
+    if (!stored) return;
+    for (const block of turn.blocks) {
+      if (state.expanded.get(`${turn.msgId}#${block.index}`) === true) {
+        state.expanded.set(`${data.id}:${stored.index}#${block.index}`, true);
+      }
+    }
+  }
+
+  function renderContext(entry) {
+    const box = $('context');
+    const context = entry && entry.context;
+    box.hidden = !context;
+    box.dataset.effective = context ? String(context.effective) : '';
+    box.dataset.raw = context ? String(context.raw) : '';
+    $('context-effective').textContent = context ? String(context.effective) : '0';
+    $('context-raw').textContent = context ? String(context.raw) : '0';
+  }
+
+  function renderConversation() {
+    const entry = state.conversations.get(state.selected);
+    $('conversation-title').textContent = entry ? entry.id : 'No conversation selected';
+    $('conversation-title').classList.toggle('placeholder', !entry);
+    renderContext(entry);
+    const turns = [];
+    if (entry && state.stored && state.stored.id === entry.id) {
+      for (const turn of state.stored.turns) turns.push(renderStoredTurn(entry.id, turn));
+    }
+    if (entry) {
+      for (const turn of state.live.values()) if (turn.conversation === entry.id) turns.push(turn.el);
+    }
+    // a redraw must not throw the keyboard user's focus back to the top
+    const focused = document.activeElement?.closest?.('[data-ai-reasoning]');
+    keepScroll(() => $('turns').replaceChildren(...turns));
+    $('no-turns').hidden = turns.length > 0;
+    if (focused && !focused.isConnected) {
+      const { msgId, blockIndex } = focused.dataset;
+      $('turns')
+        .querySelector(`[data-msg-id="${CSS.escape(msgId)}"][data-block-index="${blockIndex}"] [data-ai-reasoning-toggle]`)
+        ?.focus();
+    }
+  }
+
+  // -- the live feed -------------------------------------------------------------
+
+  async function onFeedEvent(event) {
+    state.eventSeq += 1;
+    if (event.type === 'hello') {
+      const first = state.scope === null;
+      state.scope = event.scope;
+      state.retry = 0;
+      setStatus('live', 'live');
+      $('scope').textContent = event.scope === 'all' ? 'every tenant (admin)' : tenantScope();
+      // after a reconnect, events may have been missed: read the store again
+      await (first ? loadConversations() : refresh());
+      return;
+    }
+    if (event.type === 'dropped') {
+      await refresh();
+      return;
+    }
+    if (!event.turnId || !event.conversation) return;
+    let turn = state.live.get(event.turnId);
+    if (!turn) {
+      // a turn that started before this page listened begins mid-way
+      turn = createLiveTurn(event);
+      state.live.set(turn.id, turn);
+      await onTurnStart(turn, event);
+    }
+    if (event.type === 'delta') {
+      const shown = state.conversations.get(state.selected)?.id === turn.conversation;
+      if (shown) keepScroll(() => liveDelta(turn, event.kind, event.text || ''));
+      else liveDelta(turn, event.kind, event.text || '');
+    } else if (event.type === 'turn_end') {
+      endLiveTurn(turn, event);
+      await loadConversations();
+      if (state.conversations.get(state.selected)?.id === turn.conversation) await loadSelected(false);
+      else if (turn.persisted) state.live.delete(turn.id);
+      renderList();
+    }
+  }
+
+  async function onTurnStart(turn, event) {
+    const entry = entryForLive(turn.conversation);
+    entry.updated = event.created || Date.now() / 1000;
+    if (turn.model) entry.model = turn.model;
+    if (event.context) entry.context = event.context;
+    renderList();
+    const shown = state.conversations.get(state.selected)?.id === turn.conversation;
+    if (shown) {
+      renderContext(entry);
+      keepScroll(() => $('turns').append(turn.el));
+      $('no-turns').hidden = true;
+    } else if ($('follow').checked || !state.selected) {
+      await select(entry.ref);
+    }
+  }
+
+  function parseEvent(raw) {
+    const data = raw
+      .split('\n')
+      .filter((line) => line.startsWith('data:'))
+      .map((line) => line.slice(line.startsWith('data: ') ? 6 : 5))
+      .join('\n');
+    if (!data) return null; // a comment (keep-alive)
+    try {
+      return JSON.parse(data);
+    } catch {
+      return null;
+    }
+  }
+
+  async function listen(generation) {
+    const controller = new AbortController();
+    state.stream = controller;
+    let stop = false;
+    try {
+      const response = await fetch('ui/events', {
+        headers: authHeaders(),
+        signal: controller.signal,
+        cache: 'no-store',
+      });
+      if (!response.ok) {
+        const error = await errorOf(response);
+        showError(error.message);
+        setStatus('error', 'not connected');
+        stop = error.status === 401 || error.status === 403; // retrying cannot help; a new key can
+      } else {
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buffer = '';
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buffer += value.replace(/\r\n?/g, '\n');
+          let cut;
+          while ((cut = buffer.indexOf('\n\n')) >= 0) {
+            const event = parseEvent(buffer.slice(0, cut));
+            buffer = buffer.slice(cut + 2);
+            if (event && generation === state.generation) await onFeedEvent(event);
+          }
+        }
+      }
+    } catch {
+      // network failure or abort: handled below
+    }
+    if (stop || controller.signal.aborted || generation !== state.generation) return;
+    setStatus('connecting', 'reconnecting…');
+    const delay = Math.min(MAX_RETRY_MS, 500 * 2 ** state.retry);
+    state.retry += 1;
+    setTimeout(() => {
+      if (generation === state.generation) listen(generation);
+    }, delay);
+  }
+
+  async function refresh() {
+    await loadConversations();
+    if (state.selected) await loadSelected(false);
+  }
+
+  function restart() {
+    state.generation += 1;
+    if (state.stream) state.stream.abort();
+    state.scope = null;
+    state.conversations = new Map();
+    state.selected = null;
+    state.stored = null;
+    state.live = new Map();
+    state.retry = 0;
+    showError('');
+    setStatus('connecting', 'connecting…');
+    $('scope').textContent = tenantScope();
+    renderList();
+    renderConversation();
+    // The list waits for the feed's hello, which says whether the caller is
+    // the admin (whose list spans tenants); without a feed, load it anyway.
+    const generation = state.generation;
+    listen(generation);
+    setTimeout(() => {
+      if (state.scope === null && generation === state.generation) loadConversations();
+    }, 1500);
+  }
+
+  // -- wiring --------------------------------------------------------------------
+
+  function start() {
+    applyTheme();
+    darkQuery.addEventListener('change', applyTheme);
+    $('theme-toggle').addEventListener('click', toggleTheme);
+    $('key').value = state.key;
+    $('key-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      state.key = $('key').value.trim();
+      writeStorage(sessionStorage, KEY_STORAGE, state.key);
+      restart();
+    });
+    $('key-clear').addEventListener('click', () => {
+      $('key').value = '';
+      state.key = '';
+      writeStorage(sessionStorage, KEY_STORAGE, '');
+      restart();
+    });
+    $('refresh').addEventListener('click', refresh);
+    $('conversations').addEventListener('click', (event) => {
+      const item = event.target.closest('[data-ref]');
+      if (item) select(item.dataset.ref);
+    });
+    document.addEventListener('click', (event) => {
+      const toggle = event.target.closest('[data-ai-reasoning-toggle]');
+      if (toggle) onToggle(toggle);
+    });
+    restart();
+  }
+
+  start();
+})();
