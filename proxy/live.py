@@ -37,12 +37,19 @@ class LiveFeed:
         return bool(self._subscribers)
 
     def publish(self, tenant: str, event: dict[str, Any]) -> None:
+        """Queue `event` for the tenant's subscribers; admin subscribers (who
+        see everyone) also get the tenant, to tell same-named conversations apart."""
         for sub in self._subscribers:
-            if sub.tenant is None or sub.tenant == tenant:
-                try:
-                    sub.queue.put_nowait(event)
-                except asyncio.QueueFull:
-                    sub.dropped += 1
+            if sub.tenant is None:
+                item = {**event, "tenant": tenant}
+            elif sub.tenant == tenant:
+                item = event
+            else:
+                continue
+            try:
+                sub.queue.put_nowait(item)
+            except asyncio.QueueFull:
+                sub.dropped += 1
 
     @contextlib.contextmanager
     def subscribe(self, tenant: str | None) -> Iterator[Subscription]:

@@ -301,6 +301,7 @@
     const turn = {
       id: event.turnId,
       conversation: event.conversation,
+      tenant: event.tenant || null, // named on the admin's feed only
       msgId: `${event.conversation}:live-${event.turnId}`,
       model: event.model || null,
       route: event.route || null,
@@ -396,16 +397,20 @@
     return state.scope === 'all' ? `${tenant ?? '?'}/${conversation}` : conversation;
   }
 
-  function entryForLive(conversation) {
-    // Live events name no tenant; for the admin, the most recently active
-    // conversation with that id is the best guess until the list says more.
-    let best = null;
-    for (const entry of state.conversations.values()) {
-      if (entry.id === conversation && (!best || entry.updated > best.updated)) best = entry;
+  function entryForLive(conversation, tenant) {
+    // The admin's feed names each event's tenant; a tenant's own feed does not
+    // need to (it only carries that tenant's conversations).
+    const known = state.conversations.get(refOf(conversation, tenant ?? null));
+    if (known) return known;
+    if (state.scope === 'all' && !tenant) {
+      let best = null;
+      for (const entry of state.conversations.values()) {
+        if (entry.id === conversation && (!best || entry.updated > best.updated)) best = entry;
+      }
+      if (best) return best;
     }
-    if (best) return best;
     const entry = {
-      ref: refOf(conversation, null), id: conversation, tenant: null,
+      ref: refOf(conversation, tenant ?? null), id: conversation, tenant: tenant ?? null,
       turns: 0, updated: 0, model: null, context: null,
     };
     state.conversations.set(entry.ref, entry);
@@ -611,7 +616,7 @@
   }
 
   async function onTurnStart(turn, event) {
-    const entry = entryForLive(turn.conversation);
+    const entry = entryForLive(turn.conversation, turn.tenant);
     entry.updated = event.created || Date.now() / 1000;
     if (turn.model) entry.model = turn.model;
     if (event.context) entry.context = event.context;
