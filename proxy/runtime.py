@@ -7,13 +7,16 @@ as a value.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from functools import lru_cache
 
 from proxy.config import Config, Route
+from proxy.errors import StoreUnavailable
 from proxy.history.egress import turn_refs_of
 from proxy.history.keys import ConversationKey, tenant_of
 from proxy.live import LiveFeed
@@ -101,6 +104,16 @@ class Runtime:
 
     def store_call_failed(self, what: str, exc: BaseException) -> None:
         self._store_failed(what, exc)
+
+    @contextlib.contextmanager
+    def store_errors(self, what: str) -> Iterator[None]:
+        """For API calls that cannot do without the store: a StoreFailure is
+        counted and becomes a 503 (StoreUnavailable)."""
+        try:
+            yield
+        except StoreFailure as exc:
+            self._store_failed(what, exc)
+            raise StoreUnavailable("The store is unavailable.") from None
 
     def _store_failed(self, what: str, exc: BaseException) -> None:
         self.store_ok = False

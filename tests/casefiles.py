@@ -78,3 +78,16 @@ def read_stream(body: bytes) -> dict[str, Any]:
 
 def no_ws(text: str) -> str:
     return "".join(text.split())
+
+
+def chunk(
+    delta: dict[str, Any], finish: str | None = None, *, model: str = "m", id: str = "c"
+) -> dict[str, Any]:
+    """One `chat.completion.chunk` with a single choice, as upstreams send it."""
+    return {
+        "id": id,
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }

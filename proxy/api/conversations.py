@@ -12,12 +12,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from proxy.errors import Forbidden, NotFound, StoreUnavailable, Unauthorized
+from proxy.errors import Forbidden, NotFound, Unauthorized
 from proxy.history.keys import ConversationKey
 from proxy.reasoning.blocks import Turn, turn_to_json
 from proxy.runtime import Runtime
 from proxy.settings import parse_conversation_id
-from proxy.stores.base import StoreFailure
 
 
 def is_admin(rt: Runtime, authorization: str | None) -> bool:
@@ -72,11 +71,8 @@ def conversations_router(rt: Runtime) -> APIRouter:
         if tenant is None:
             raise NotFound(missing, param="id")  # admin: name the tenant with ?tenant=
         key = ConversationKey(tenant, conversation_id)
-        try:
+        with rt.store_errors("read"):
             turns = await rt.store.turns(key)
-        except StoreFailure as exc:
-            rt.store_call_failed("read", exc)
-            raise StoreUnavailable("The store is unavailable.") from None
         if not turns:
             raise NotFound(missing, param="id")
         return key, turns
@@ -84,11 +80,8 @@ def conversations_router(rt: Runtime) -> APIRouter:
     @router.get("/v1/conversations")
     async def list_conversations(request: Request, limit: int = 100) -> dict[str, Any]:
         tenant = caller_tenant(rt, request)
-        try:
+        with rt.store_errors("list"):
             items = await rt.store.conversations(tenant, max(1, min(limit, 1000)))
-        except StoreFailure as exc:
-            rt.store_call_failed("list", exc)
-            raise StoreUnavailable("The store is unavailable.") from None
         data = [
             {
                 "id": c.conversation,
@@ -109,11 +102,8 @@ def conversations_router(rt: Runtime) -> APIRouter:
     @router.delete("/v1/conversations/{conversation_id}")
     async def delete_conversation(request: Request, conversation_id: str) -> Response:
         key, _ = await load(request, conversation_id)
-        try:
+        with rt.store_errors("delete"):
             await rt.store.delete(key)
-        except StoreFailure as exc:
-            rt.store_call_failed("delete", exc)
-            raise StoreUnavailable("The store is unavailable.") from None
         return Response(status_code=204)
 
     return router

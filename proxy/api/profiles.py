@@ -15,10 +15,9 @@ from fastapi.responses import Response
 
 from proxy.api.asgi import parse_json_object
 from proxy.api.conversations import caller_tenant, require_admin
-from proxy.errors import BadRequest, Forbidden, NotFound, StoreUnavailable
+from proxy.errors import BadRequest, Forbidden, NotFound
 from proxy.runtime import Runtime
 from proxy.settings import config_overrides
-from proxy.stores.base import StoreFailure
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
@@ -35,20 +34,14 @@ def profiles_router(rt: Runtime) -> APIRouter:
             )
 
     async def stored(name: str) -> dict[str, Any] | None:
-        try:
+        with rt.store_errors("profile"):
             return await rt.store.get_profile(name)
-        except StoreFailure as exc:
-            rt.store_call_failed("profile", exc)
-            raise StoreUnavailable("The store is unavailable.") from None
 
     @router.get("/v1/reasoning/profiles")
     async def list_profiles(request: Request) -> dict[str, Any]:
         caller_tenant(rt, request)
-        try:
+        with rt.store_errors("profile"):
             saved = await rt.store.list_profiles()
-        except StoreFailure as exc:
-            rt.store_call_failed("profile", exc)
-            raise StoreUnavailable("The store is unavailable.") from None
         data = [
             {"name": n, "settings": dict(v), "source": "config"}
             for n, v in rt.config.profiles.items()
@@ -87,11 +80,8 @@ def profiles_router(rt: Runtime) -> APIRouter:
             values = config_overrides(settings, "settings")
         except ValueError as exc:
             raise BadRequest(str(exc), code="invalid_reasoning_setting") from None
-        try:
+        with rt.store_errors("profile"):
             await rt.store.put_profile(name, values)
-        except StoreFailure as exc:
-            rt.store_call_failed("profile", exc)
-            raise StoreUnavailable("The store is unavailable.") from None
         return {"name": name, "settings": values, "source": "store"}
 
     @router.delete("/v1/reasoning/profiles/{name}")
@@ -102,11 +92,8 @@ def profiles_router(rt: Runtime) -> APIRouter:
             raise Forbidden(
                 "Profiles from the config file are read-only.", code="profile_read_only"
             )
-        try:
+        with rt.store_errors("profile"):
             deleted = await rt.store.delete_profile(name)
-        except StoreFailure as exc:
-            rt.store_call_failed("profile", exc)
-            raise StoreUnavailable("The store is unavailable.") from None
         if not deleted:
             raise NotFound("No profile with that name.", param="name", code="unknown_profile")
         return Response(status_code=204)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from proxy.history.keys import content_text
+
 DEFAULT_CITY = "Paris"
 
 # Request fields that switch a provider's thinking off, as (path, value).
@@ -83,17 +85,6 @@ def effort_of(body: Mapping[str, Any]) -> str | None:
     return effort if isinstance(effort, str) else None
 
 
-def text_of(content: Any) -> str:
-    """The text of a message content: a string or a list of text parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
-        )
-    return ""
-
-
 def compose_reply(body: Mapping[str, Any], *, calls_tools: bool) -> Reply:
     """The reply to a chat request whose `messages` is a non-empty list."""
     messages = [m for m in body.get("messages", ()) if isinstance(m, dict)]
@@ -123,7 +114,7 @@ def compose_reply(body: Mapping[str, Any], *, calls_tools: bool) -> Reply:
 def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
-            return " ".join(text_of(message.get("content")).split())
+            return " ".join(content_text(message.get("content")).split())
     return ""
 
 
@@ -270,7 +261,10 @@ def _after_tool(messages: Sequence[Mapping[str, Any]]) -> tuple[list[str], str]:
     earlier = caller.get("reasoning_content") or caller.get("reasoning")
     recalled = isinstance(earlier, str) and earlier.strip() != ""
     found = [
-        (names.get(str(r.get("tool_call_id")), "the tool"), _snippet(text_of(r.get("content")), 80))
+        (
+            names.get(str(r.get("tool_call_id")), "the tool"),
+            _snippet(content_text(r.get("content")), 80),
+        )
         for r in results
     ]
     return (

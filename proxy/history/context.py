@@ -19,6 +19,7 @@ import orjson
 
 from proxy.history.dialects import Dialect
 from proxy.history.egress import AssistantMessage, EgressResult, Reasoning, build_upstream_messages
+from proxy.history.keys import content_text
 from proxy.reasoning.blocks import StripPolicy, tighter_policy
 from proxy.reasoning.native import details_text
 
@@ -28,21 +29,11 @@ PER_MESSAGE = 4  # role and separators around each message
 PER_REQUEST = 3  # the assistant reply's priming
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
-        )
-    return ""
-
-
 def message_tokens(message: Any, count: Count) -> int:
     if not isinstance(message, dict):
         return 0
     total = PER_MESSAGE + count(str(message.get("role", "")))
-    total += count(_content_text(message.get("content")))
+    total += count(content_text(message.get("content")))
     for key in ("reasoning_content", "reasoning", "thinking", "name", "tool_call_id"):
         value = message.get(key)
         if isinstance(value, str):

@@ -43,7 +43,7 @@ def tenant_of(secret: bytes, authorization: str | None) -> str:
     return "t-" + hmac.new(secret, token.encode(), hashlib.sha256).hexdigest()[:32]
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
     """The text of a message content (a string or a list of parts)."""
     if isinstance(content, str):
         return content
@@ -75,9 +75,9 @@ def auto_conversation_id(messages: Sequence[Any]) -> str:
             continue
         role = message.get("role")
         if role in ("system", "developer"):
-            opening.append([role, _text(message.get("content"))])
+            opening.append([role, content_text(message.get("content"))])
         elif role == "user":
-            opening.append([role, _text(message.get("content"))])
+            opening.append([role, content_text(message.get("content"))])
             break
     digest = hashlib.sha256(orjson.dumps(opening)).hexdigest()
     return AUTO_PREFIX + digest[:24]

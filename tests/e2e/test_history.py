@@ -10,6 +10,7 @@ import httpx
 import openai
 import pytest
 
+from tests import casefiles
 from tests.harness import FakeUpstream, Json, Stream, route_config, running_proxy
 
 TOOLS: Any = [
@@ -30,13 +31,7 @@ CITIES = ["Paris", "Oslo", "Lima"]
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-k",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "kimi-k2-thinking",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
+    return casefiles.chunk(delta, finish, model="kimi-k2-thinking", id="chatcmpl-k")
 
 
 def call_id(round_: int, reuse: bool) -> str:

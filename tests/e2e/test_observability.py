@@ -14,18 +14,9 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.casefiles import chunk
 from tests.harness import FakeUpstream, Json, Stream, free_port, running_proxy
 from tests.stores.servers import ProxyProcess, RedisServer, wait_until
-
-
-def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "c",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "m",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
 
 
 def scrape(base: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

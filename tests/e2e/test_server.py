@@ -12,20 +12,10 @@ import httpx
 import orjson
 import pytest
 
-from tests.casefiles import read_stream
+from tests.casefiles import chunk, read_stream
 from tests.harness import FakeUpstream, Hang, Json, Stream, free_port, route_config, running_proxy
 
 KEY = {"Authorization": "Bearer sk-test"}
-
-
-def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "c1",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "m",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
 
 
 def body(stream: bool = True, **extra: Any) -> dict[str, Any]:

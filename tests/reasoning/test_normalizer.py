@@ -23,7 +23,7 @@ from proxy.reasoning.normalizer import (
     normalize_completion,
 )
 from proxy.reasoning.tags import DEFAULT_TAG_SET
-from tests.casefiles import load_cases, no_ws, read_stream, render_stream
+from tests.casefiles import chunk, load_cases, no_ws, read_stream, render_stream
 
 INGRESS = load_cases("ingress")
 STREAMED = [c for c in INGRESS if c["stream"]]
@@ -149,16 +149,6 @@ TOKENS = [
     "ink>",
 ]
 deltas = st.lists(st.lists(st.sampled_from(TOKENS), max_size=6).map("".join), max_size=12)
-
-
-def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "c",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "m",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
 
 
 @given(deltas, st.lists(st.integers(min_value=0, max_value=9), max_size=80), st.booleans())

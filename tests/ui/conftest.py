@@ -17,6 +17,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from tests import casefiles
 from tests.harness import FakeUpstream, ProxyServer, Stream, route_config, running_proxy
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
@@ -36,13 +37,7 @@ STEP = 0.12  # seconds between upstream events: slow enough to watch a stream
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-ui",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": "fake-model",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-    }
+    return casefiles.chunk(delta, finish, model="fake-model", id="chatcmpl-ui")
 
 
 def thinking_stream(*parts: tuple[str, str], delay: float = STEP) -> Stream:
