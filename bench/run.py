@@ -411,7 +411,7 @@ def code_state() -> dict[str, Any]:
             )
         except (OSError, subprocess.TimeoutExpired):
             return ""
-        return done.stdout.strip() if done.returncode == 0 else ""
+        return done.stdout.rstrip() if done.returncode == 0 else ""
 
     dirty = git("status", "--porcelain", "--", "proxy").splitlines()
     return {"commit": git("rev-parse", "--short", "HEAD"), "proxy_changes": dirty}
