@@ -42,7 +42,8 @@ class _Conversation:
     size: int = CONVERSATION_OVERHEAD
     updated: float = 0.0
     model: str | None = None
-    index_keys: list[str] = field(default_factory=list)
+    # the index keys each turn added, aligned with `records`
+    turn_keys: list[tuple[str, ...]] = field(default_factory=list)
 
 
 class MemoryStore:
@@ -88,23 +89,20 @@ class MemoryStore:
             self._bytes += conv.size
         else:
             self._conversations.move_to_end(key)
+        index_keys = tuple(refs.index_keys())
         conv.records.append(record)
-        added = len(record) + TURN_OVERHEAD
+        conv.turn_keys.append(index_keys)
         index = conv.first_index + len(conv.records) - 1
         tenant_index = self._index.setdefault(key.tenant, {})
-        for index_key in refs.index_keys():
+        for index_key in index_keys:
             tenant_index[index_key] = (key.conversation, index)
-            conv.index_keys.append(index_key)
-            added += len(index_key) + INDEX_OVERHEAD
+        added = _turn_size(record, index_keys)
         conv.size += added
         self._bytes += added
         conv.updated = now
         conv.model = turn.model or conv.model
         while len(conv.records) > self._max_turns:
-            dropped = conv.records.pop(0)
-            conv.first_index += 1
-            conv.size -= len(dropped) + TURN_OVERHEAD
-            self._bytes -= len(dropped) + TURN_OVERHEAD
+            self._drop_oldest(key, conv)
         self._evict(keep=key)
         return index
 
@@ -205,19 +203,35 @@ class MemoryStore:
             self.evictions += 1
         conv = self._conversations[keep]
         while self._bytes > self._max_bytes and len(conv.records) > 1:
-            dropped = conv.records.pop(0)
-            conv.first_index += 1
-            conv.size -= len(dropped) + TURN_OVERHEAD
-            self._bytes -= len(dropped) + TURN_OVERHEAD
+            self._drop_oldest(keep, conv)
+
+    def _drop_oldest(self, key: ConversationKey, conv: _Conversation) -> None:
+        """Drop a conversation's oldest turn with its index entries and bytes."""
+        record = conv.records.pop(0)
+        index_keys = conv.turn_keys.pop(0)
+        self._unindex(key, index_keys, conv.first_index)
+        conv.first_index += 1
+        size = _turn_size(record, index_keys)
+        conv.size -= size
+        self._bytes -= size
 
     def _forget(self, key: ConversationKey, conv: _Conversation) -> None:
         self._bytes -= conv.size
+        for offset, index_keys in enumerate(conv.turn_keys):
+            self._unindex(key, index_keys, conv.first_index + offset)
+
+    def _unindex(self, key: ConversationKey, index_keys: tuple[str, ...], index: int) -> None:
+        """Remove index entries that still point at this turn (a later turn
+        may have taken the same key over)."""
         tenant_index = self._index.get(key.tenant)
         if tenant_index is None:
             return
-        for index_key in conv.index_keys:
-            ref = tenant_index.get(index_key)
-            if ref is not None and ref[0] == key.conversation:
+        for index_key in index_keys:
+            if tenant_index.get(index_key) == (key.conversation, index):
                 del tenant_index[index_key]
         if not tenant_index:
             del self._index[key.tenant]
+
+
+def _turn_size(record: bytes, index_keys: tuple[str, ...]) -> int:
+    return len(record) + TURN_OVERHEAD + sum(len(k) + INDEX_OVERHEAD for k in index_keys)

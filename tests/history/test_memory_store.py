@@ -134,3 +134,21 @@ def test_profiles_and_delete() -> None:
         False,
         None,
     )
+
+
+def test_dropped_turns_take_their_index_entries_and_bytes_with_them() -> None:
+    async def run() -> tuple[int, int, int, int]:
+        store = MemoryStore(max_turns=10)
+        key = ConversationKey("t", "c")
+        for n in range(500):
+            await store.append(key, turn(n), TurnRefs((f"call_{n}",), f"fp{n}"))
+        one = MemoryStore(max_turns=10)
+        for n in range(490, 500):
+            await one.append(key, turn(n), TurnRefs((f"call_{n}",), f"fp{n}"))
+        stats, fresh = await store.stats(), await one.stats()
+        return len(store._index["t"]), stats.bytes, fresh.bytes, stats.turns
+
+    entries, size, fresh_size, turns = asyncio.run(run())
+    assert turns == 10
+    assert entries == 20  # a tool-call id and a fingerprint per kept turn
+    assert size == fresh_size  # the same as a store that only ever held those ten
