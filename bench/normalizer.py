@@ -49,11 +49,15 @@ def native_stream(texts: list[str]) -> bytes:
 def tag_stream(texts: list[str]) -> bytes:
     half = len(texts) // 2
     texts = ["<think>" + texts[0], *texts[1:half], texts[half] + "</think>", *texts[half + 1 :]]
-    return b"".join(_event({"content": t}) for t in texts) + _event({}, "stop") + b"data: [DONE]\n\n"
+    return (
+        b"".join(_event({"content": t}) for t in texts) + _event({}, "stop") + b"data: [DONE]\n\n"
+    )
 
 
 def plain_stream(texts: list[str]) -> bytes:
-    return b"".join(_event({"content": t}) for t in texts) + _event({}, "stop") + b"data: [DONE]\n\n"
+    return (
+        b"".join(_event({"content": t}) for t in texts) + _event({}, "stop") + b"data: [DONE]\n\n"
+    )
 
 
 def measure(body: bytes, events: int, rounds: int) -> tuple[float, float]:
@@ -81,7 +85,10 @@ def main() -> None:
         "inline <think> tags": tag_stream,
         "plain content": plain_stream,
     }
-    sizes = {"small (10-40 B)": (args.events, 10, 40), "large (4 KB)": (args.events // 20, 4096, 4096)}
+    sizes = {
+        "small (10-40 B)": (args.events, 10, 40),
+        "large (4 KB)": (args.events // 20, 4096, 4096),
+    }
     print(f"{'stream':28} {'deltas':16} {'events/s':>12} {'MB/s':>8}")
     for size_name, (n, low, high) in sizes.items():
         texts = _texts(rng, n, low, high)
