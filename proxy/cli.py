@@ -134,6 +134,7 @@ def serve(config: Config, args: argparse.Namespace) -> None:
         "port": server.port,
         "log_level": server.log_level,
         "access_log": False,
+        "proxy_headers": False,  # no X-Forwarded-* rewriting: nothing reads the client address
         "timeout_graceful_shutdown": 10,
         "log_config": None,  # our handler on the root logger (redacting) serves uvicorn too
     }

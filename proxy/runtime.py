@@ -25,6 +25,7 @@ from proxy.reasoning.blocks import Turn, with_token_counts
 from proxy.reasoning.tokens import TokenCounter
 from proxy.stores import open_store
 from proxy.stores.base import ReasoningStore, StoreFailure, TurnRefs
+from proxy.stores.memory import MemoryStore
 from proxy.upstream import Upstream
 
 log = logging.getLogger("proxy")
@@ -50,10 +51,14 @@ class Runtime:
             self._secret = secrets.token_bytes(32)
         self.live = LiveFeed()
         self.metrics = Metrics()
+        # an in-process store does no I/O: its calls need no timeout or shield
+        self.store_in_process = isinstance(self.store, MemoryStore)
         self.store_ok = True
         self.store_failures = 0
         self._store_failure_logged = False
         self.count = lru_cache(maxsize=16384)(self.tokens.count)
+        # the same few keys come again and again: one HMAC per key, not per request
+        self._tenant = lru_cache(maxsize=4096)(self._tenant_uncached)
 
     async def start(self) -> None:
         if self.config.secret is None:
@@ -79,13 +84,15 @@ class Runtime:
             log.warning("closing the store failed: %s", type(exc).__name__)
 
     def tenant(self, authorization: str | None) -> str:
+        return self._tenant(authorization)
+
+    def _tenant_uncached(self, authorization: str | None) -> str:
         return tenant_of(self._secret, authorization)
 
     async def record(self, key: ConversationKey, turn: Turn, route: Route) -> Turn:
         """Store a finished (or cut) turn. Never raises: a store failure is
         logged once, counted, and returned as `persisted: false`."""
-        turn = replace(turn, route=route.name, created=time.time())
-        turn = with_token_counts(turn, self.count)
+        turn = with_token_counts(turn, self.count, route=route.name, created=time.time())
         ids, fp = turn_refs_of(turn)
         metrics = self.metrics
         for block in turn.thinking:
@@ -94,7 +101,11 @@ class Runtime:
         if isinstance(delimiters, int) and delimiters:
             metrics.delimiters.inc(delimiters)
         try:
-            await asyncio.wait_for(self.store.append(key, turn, TurnRefs(ids, fp)), STORE_TIMEOUT)
+            append = self.store.append(key, turn, TurnRefs(ids, fp))
+            if self.store_in_process:
+                await append
+            else:
+                await asyncio.wait_for(append, STORE_TIMEOUT)
         except (TimeoutError, StoreFailure) as exc:
             self._store_failed("append", exc)
             return replace(turn, persisted=False)

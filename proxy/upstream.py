@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 
 import aiohttp
+from yarl import URL
 
 from proxy.config import Route
 from proxy.errors import UpstreamError, UpstreamTimeout
@@ -58,12 +59,24 @@ class UpstreamReadError(Exception):
         self.kind = kind  # "timeout" | "disconnected"
 
 
+@contextlib.contextmanager
+def upstream_read_errors() -> Iterator[None]:
+    """Around reads of a response body: aiohttp's errors become UpstreamReadError."""
+    try:
+        yield
+    except (TimeoutError, aiohttp.ServerTimeoutError):
+        raise UpstreamReadError("timeout") from None
+    except (aiohttp.ClientError, OSError):
+        raise UpstreamReadError("disconnected") from None
+
+
 class Upstream:
     """A pooled HTTP client for upstream requests."""
 
     def __init__(self, *, pool_size: int = 512) -> None:
         self._pool_size = pool_size
         self._session: aiohttp.ClientSession | None = None
+        self._targets: dict[tuple[str, str, float, float], tuple[URL, aiohttp.ClientTimeout]] = {}
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(
@@ -99,13 +112,23 @@ class Upstream:
         headers arrived. `path` is appended to the route's base URL."""
         if self._session is None:
             raise RuntimeError("the upstream client is not started")
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=None,
-            sock_connect=route.connect_timeout,
-            sock_read=route.idle_timeout,
-        )
-        url = route.upstream + path
+        key = (route.upstream, path, route.connect_timeout, route.idle_timeout)
+        cached = self._targets.get(key)
+        if cached is None:
+            # built once per route and path (URL parsing is not free); bounded,
+            # as pass-through paths carry query strings
+            cached = (
+                URL(route.upstream + path, encoded=False),
+                aiohttp.ClientTimeout(
+                    total=None,
+                    connect=None,
+                    sock_connect=route.connect_timeout,
+                    sock_read=route.idle_timeout,
+                ),
+            )
+            if len(self._targets) < 1024:
+                self._targets[key] = cached
+        url, timeout = cached
         try:
             response = await self._session.request(
                 method,
@@ -134,16 +157,12 @@ class Upstream:
     async def chunks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
         """The body as it arrives, one item per socket read."""
         content = response.content
-        try:
+        with upstream_read_errors():
             while True:
                 data = await content.readany()
                 if not data:
                     return
                 yield data
-        except (TimeoutError, aiohttp.ServerTimeoutError):
-            raise UpstreamReadError("timeout") from None
-        except (aiohttp.ClientError, OSError):
-            raise UpstreamReadError("disconnected") from None
 
     @staticmethod
     async def drain(response: aiohttp.ClientResponse, limit: float) -> None:

@@ -224,6 +224,7 @@ class ProxyServer:
                 port=self.port,
                 log_level="warning",
                 access_log=False,
+                proxy_headers=False,
                 lifespan="on",
             )
         )

@@ -11,7 +11,6 @@ bytes, so a client that sends its next request right away finds it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -69,7 +68,13 @@ from proxy.settings import (
     resolve,
 )
 from proxy.stores.base import StoreFailure
-from proxy.upstream import Upstream, UpstreamReadError, response_headers, strip_hop_by_hop
+from proxy.upstream import (
+    Upstream,
+    UpstreamReadError,
+    response_headers,
+    strip_hop_by_hop,
+    upstream_read_errors,
+)
 
 log = logging.getLogger("proxy.chat")
 
@@ -105,6 +110,7 @@ class Exchange:
 class ChatEndpoint:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
+        self._routes: dict[str | None, Route | None] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         trace = Trace(send, self.rt.metrics, "chat.completions")
@@ -131,20 +137,20 @@ class ChatEndpoint:
             tokens_raw=ex.plan.raw,
         )
         state = _Progress()
-        work = asyncio.ensure_future(self.forward(ex, trace, state))
-        watch = asyncio.ensure_future(_wait_disconnect(receive))
+        task = asyncio.current_task()
+        assert task is not None
+        # One helper task per request watches for the client leaving; it
+        # cancels this task (which closes the upstream request at once).
+        watch = asyncio.ensure_future(_watch_disconnect(receive, task, state))
         try:
-            await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
-            if not work.done() and not state.complete:
-                # the client left: stop reading the upstream now (closes its connection)
-                work.cancel()
-                trace.outcome = "client_gone"
-            with contextlib.suppress(asyncio.CancelledError):
-                await work
+            await self.forward(ex, trace, state)
+        except asyncio.CancelledError:
+            if not state.client_gone:
+                raise  # the server is shutting down
+            task.uncancel()  # ours: the work below (storing the cut turn) goes on
+            trace.outcome = "client_gone"
         finally:
             watch.cancel()
-            if not work.done():
-                work.cancel()
         if not ex.stored:
             await self._store(ex, state.turn())
         if ex.turn is not None:
@@ -176,7 +182,7 @@ class ChatEndpoint:
                 "messages must be a non-empty array.", param="messages", code="invalid_messages"
             )
         model = payload.get("model")
-        route = config.route_for(model if isinstance(model, str) else None)
+        route = self._route_for(model if isinstance(model, str) else None)
         if route is None:
             raise NotFound(
                 "No route of this proxy serves that model.", param="model", code="model_not_found"
@@ -228,6 +234,16 @@ class ChatEndpoint:
             upstream_headers=_upstream_headers(headers, route, authorization),
             extra_headers=extra,
         )
+
+    def _route_for(self, model: str | None) -> Route | None:
+        """Routes by model name, remembered (the globs are matched once per name)."""
+        try:
+            return self._routes[model]
+        except KeyError:
+            route = self.rt.config.route_for(model)
+            if len(self._routes) < 4096:
+                self._routes[model] = route
+            return route
 
     def _count_egress(self, route: Route, plan: EgressPlan) -> None:
         metrics = self.rt.metrics
@@ -301,7 +317,7 @@ class ChatEndpoint:
         trace: Trace,
         state: _Progress,
     ) -> None:
-        send = trace.send
+        send: Send = trace.send
         normalizer = state.normalizer = StreamNormalizer(options)
         if self.rt.live.active:
             normalizer.tap = []
@@ -320,20 +336,28 @@ class ChatEndpoint:
             }
         )
         state.started = True
+        read = response.content.readany
+        feed = normalizer.feed
+        watcher = ex.watcher
+        first = True
         try:
-            async for data in Upstream.chunks(response):
-                trace.upstream_first_byte()
-                out = normalizer.feed(data)
-                if normalizer.tap and ex.watcher is not None:
-                    ex.watcher.deltas(normalizer.tap)
-                if normalizer.state == DONE:
-                    break
-                if out:
-                    await send({"type": "http.response.body", "body": out, "more_body": True})
-                if normalizer.state != OPEN:
-                    break
-            else:
-                out = normalizer.finish()
+            with upstream_read_errors():
+                while True:
+                    data = await read()
+                    if first:
+                        trace.upstream_first_byte()
+                        first = False
+                    if not data:
+                        out = normalizer.finish()
+                        break
+                    out = feed(data)
+                    if watcher is not None and normalizer.tap:
+                        watcher.deltas(normalizer.tap)
+                    if normalizer.state != OPEN:
+                        break  # [DONE], or a failure: `out` ends the stream
+                    if out:
+                        await send({"type": "http.response.body", "body": out, "more_body": True})
+                        send = trace.inner  # the trace has seen the first byte
         except UpstreamReadError as exc:
             out = normalizer.abort(_read_failure(exc))
         if normalizer.tap and ex.watcher is not None:
@@ -392,9 +416,12 @@ class ChatEndpoint:
         ex.stored = True
         context = {"effective": ex.plan.effective, "raw": ex.plan.raw}
         turn = replace(turn, extra={**turn.extra, "context": context})
-        ex.turn = await asyncio.shield(self.rt.record(ex.key, turn, ex.route))
+        record = self.rt.record(ex.key, turn, ex.route)
+        # shielded where the store does I/O: a client leaving mid-write does not cut it
+        stored = await (record if self.rt.store_in_process else asyncio.shield(record))
+        ex.turn = stored
         if ex.watcher is not None:
-            ex.watcher.end(ex.turn.complete, ex.turn.finish_reason, ex.turn.persisted)
+            ex.watcher.end(stored.complete, stored.finish_reason, stored.persisted)
 
     # -- the live feed (only while someone watches) -------------------------------------
 
@@ -419,11 +446,12 @@ class ChatEndpoint:
 class _Progress:
     """How far the response got (shared between the work and the watcher)."""
 
-    __slots__ = ("complete", "normalizer", "started")
+    __slots__ = ("client_gone", "complete", "normalizer", "started")
 
     def __init__(self) -> None:
         self.started = False
         self.complete = False
+        self.client_gone = False
         self.normalizer: StreamNormalizer | None = None
 
     def turn(self) -> Turn | None:
@@ -492,8 +520,11 @@ def _upstream_headers(
     return out
 
 
-async def _wait_disconnect(receive: Receive) -> None:
+async def _watch_disconnect(receive: Receive, task: asyncio.Task[Any], state: _Progress) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            return
+            break
+    if not state.complete:
+        state.client_gone = True
+        task.cancel()

@@ -20,13 +20,13 @@ log = logging.getLogger("proxy.request")
 class Trace:
     __slots__ = (
         "_first_body",
-        "_inner",
         "_metrics",
         "_start",
         "_up_first",
         "_up_start",
         "endpoint",
         "fields",
+        "inner",
         "outcome",
         "route",
         "status",
@@ -34,7 +34,7 @@ class Trace:
     )
 
     def __init__(self, send: Send, metrics: Metrics, endpoint: str) -> None:
-        self._inner = send
+        self.inner = send  # the server's send, for after the first body byte
         self._metrics = metrics
         self._start = time.perf_counter()
         self._first_body: float | None = None
@@ -53,7 +53,7 @@ class Trace:
                 self.status = message["status"]
             elif message.get("body"):
                 self._first_body = time.perf_counter()
-        await self._inner(message)
+        await self.inner(message)
 
     def upstream_started(self) -> None:
         self._up_start = time.perf_counter()
@@ -70,6 +70,13 @@ class Trace:
             m.streams.labels(self.route, self.outcome).inc()
         if self.upstream_error is not None:
             m.upstream_errors.labels(self.route, self.upstream_error).inc()
+        upstream_ttfb = None
+        if self._up_start is not None and self._up_first is not None:
+            upstream_ttfb = self._up_first - self._up_start
+            if self._first_body is not None:
+                m.added_latency.observe(max(0.0, (self._first_body - self._start) - upstream_ttfb))
+        if not log.isEnabledFor(logging.INFO):
+            return
         line: dict[str, Any] = {
             "endpoint": self.endpoint,
             "route": self.route,
@@ -78,11 +85,8 @@ class Trace:
         }
         if self._first_body is not None:
             line["ttfb_ms"] = round((self._first_body - self._start) * 1000, 2)
-        if self._up_start is not None and self._up_first is not None:
-            upstream_ttfb = self._up_first - self._up_start
+        if upstream_ttfb is not None:
             line["upstream_ttfb_ms"] = round(upstream_ttfb * 1000, 2)
-            if self._first_body is not None:
-                m.added_latency.observe(max(0.0, (self._first_body - self._start) - upstream_ttfb))
         if self.outcome is not None:
             line["outcome"] = self.outcome
         if self.upstream_error is not None:

@@ -195,6 +195,7 @@ def run_demo(args: argparse.Namespace) -> None:
                 app,
                 log_level=config.server.log_level,
                 access_log=False,
+                proxy_headers=False,
                 timeout_graceful_shutdown=10,
                 log_config=None,
             )

@@ -9,6 +9,7 @@ and first user message), which a client resends with every request.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 from collections.abc import Sequence
@@ -56,11 +57,21 @@ def content_text(content: Any) -> str:
     return ""
 
 
+@functools.cache
+def _whitespace() -> dict[int, None]:
+    """str.translate table deleting every character str.split() splits on."""
+    return dict.fromkeys(c for c in range(0x3001) if chr(c).isspace())
+
+
+def without_whitespace(text: str) -> str:
+    return text.translate(_whitespace())
+
+
 def fingerprint(content: str, tool_calls: Sequence[tuple[str, str]] = ()) -> str | None:
     """A fingerprint of an assistant message's visible content and tool calls
     (name, arguments), whitespace removed; None when there is nothing to match."""
-    norm = "".join(content.split())
-    calls = "\x1f".join(name + "\x1e" + "".join(args.split()) for name, args in tool_calls)
+    norm = without_whitespace(content)
+    calls = "\x1f".join(name + "\x1e" + without_whitespace(args) for name, args in tool_calls)
     if not norm and not calls:
         return None
     digest = hashlib.sha256((norm + "\x1d" + calls).encode()).hexdigest()

@@ -149,13 +149,14 @@ def estimate_tokens_chars(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-def with_token_counts(turn: Turn, count: Callable[[str], int]) -> Turn:
+def with_token_counts(turn: Turn, count: Callable[[str], int], **changes: Any) -> Turn:
     """Fill each block's `tokens`: the upstream's `reasoning_tokens` when the
     turn reports it (spread over the text blocks in proportion to their
-    estimates, so they sum to the reported figure), else the estimate."""
+    estimates, so they sum to the reported figure), else the estimate.
+    `changes` are other fields to replace in the same copy."""
     blocks = turn.thinking
     if not blocks:
-        return turn
+        return replace(turn, **changes) if changes else turn
     estimates = [count(b.thought) if b.thought else 0 for b in blocks]
     reported = turn.reasoning_tokens
     counts = estimates
@@ -168,7 +169,7 @@ def with_token_counts(turn: Turn, count: Callable[[str], int]) -> Turn:
     parts = tuple(
         replace(p, tokens=next(it)) if isinstance(p, ThinkingBlock) else p for p in turn.parts
     )
-    return replace(turn, parts=parts)
+    return replace(turn, parts=parts, **changes)
 
 
 # -- JSON shapes -------------------------------------------------------------

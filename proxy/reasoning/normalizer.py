@@ -35,6 +35,7 @@ from proxy.reasoning.sse import (
     DONE_EVENT,
     SSEComment,
     SSEDecoder,
+    SSEEvent,
     SSELineTooLong,
     encode_comment,
     encode_event,
@@ -43,6 +44,9 @@ from proxy.reasoning.tags import DEFAULT_TAG_SET, Reasoning, TagEvent, TagSet, T
 
 OPEN, DONE, FAILED = "open", "done", "failed"
 
+NOT_HANDLED, UNCHANGED, CHANGED = 0, 1, 2  # results of _Choice.quick
+# keys of a delta that the quick path can handle
+_PLAIN_KEYS = frozenset({"role", "content", "reasoning_content", "refusal"})
 _V = 0  # segment kinds: visible text, reasoning text
 _R = 1
 _FOLDED = ("reasoning", "thinking")
@@ -93,26 +97,37 @@ class _Choice:
         self.native = False
         self.finished = False
 
-    def quick(self, delta: Json, include: bool) -> bool:
-        """Handle the common deltas that pass unchanged (plain answer text, or
-        native `reasoning_content` alone) without the general machinery.
-        False means nothing was done: take `separate`."""
-        if "tool_calls" in delta or "reasoning" in delta or "thinking" in delta:
-            return False
-        if "reasoning_details" in delta or (not include and "reasoning_content" in delta):
-            return False
+    def quick(self, delta: Json, include: bool) -> int:
+        """Handle the common deltas without the general machinery: plain
+        answer text or native `reasoning_content` alone (UNCHANGED), and text
+        inside a tagged block (CHANGED: moved to `reasoning_content`).
+        NOT_HANDLED means nothing was done: take `separate`."""
+        if not delta.keys() <= _PLAIN_KEYS:
+            return NOT_HANDLED
         content = delta.get("content")
         rc = delta.get("reasoning_content")
         if rc:
-            if content or not self.native or type(rc) is not str:
-                return False
+            if content or not self.native or not include or type(rc) is not str:
+                return NOT_HANDLED
             self.builder.reasoning(rc, "reasoning_content")
-            return True
-        if content:
-            if type(content) is not str or "<" in content or not self.splitter.plain:
-                return False
+            return UNCHANGED
+        if not content:
+            return UNCHANGED if include or "reasoning_content" not in delta else NOT_HANDLED
+        if type(content) is not str or "<" in content:
+            return NOT_HANDLED
+        splitter = self.splitter
+        if splitter.plain:
             self.builder.text(content)
-        return True
+            return UNCHANGED
+        if self.native or not splitter.inside_plain:
+            return NOT_HANDLED
+        text = splitter.reasoning_text(content)
+        delta["content"] = ""
+        if text:
+            self.builder.reasoning(text, "think_tag")
+            if include:
+                delta["reasoning_content"] = text
+        return CHANGED
 
     def separate(self, obj: Json, final: bool) -> tuple[list[tuple[int, str]], str | None]:
         """Feed one delta (or message); return the client segments in order and
@@ -192,6 +207,20 @@ def _rewrite(
     return changed
 
 
+def _encode_unchanged(events: list[bytes | SSEEvent | SSEComment]) -> list[bytes]:
+    """The events before the first changed one, as the upstream sent them."""
+    out: list[bytes] = []
+    for ev in events:
+        if type(ev) is bytes:
+            out += (b"data: ", ev, b"\n\n")
+        elif type(ev) is SSEComment:
+            out.append(encode_comment(ev.text))
+        else:
+            assert type(ev) is SSEEvent
+            out.append(encode_event(ev.data, ev.event))
+    return out
+
+
 def _in_order(segments: list[tuple[int, str]]) -> bool:
     """True when no reasoning follows visible text (one delta can hold it)."""
     seen_visible = False
@@ -244,17 +273,17 @@ class StreamNormalizer:
         if self.state != OPEN:
             return b""
         try:
-            events = self._decoder.feed(data)
+            events = self._decoder.split(data)
         except SSELineTooLong as exc:
             return self._fail(StreamFailure("upstream_line_too_long", str(exc)))
-        return self._events(events) if events else b""
+        return self._events(events, self._decoder.verbatim) if events else b""
 
     def finish(self) -> bytes:
         """The upstream closed the connection."""
         if self.state != OPEN:
             return b""
         try:
-            out = self._events(self._decoder.flush())
+            out = self._events(list(self._decoder.flush()), None)
         except SSELineTooLong as exc:
             return self._fail(StreamFailure("upstream_line_too_long", str(exc)))
         if self.state != OPEN:
@@ -296,47 +325,88 @@ class StreamNormalizer:
 
     # -- internals ---------------------------------------------------------
 
-    def _events(self, events: list[Any]) -> bytes:
-        out: list[bytes] = []
-        for ev in events:
-            if type(ev) is SSEComment:
-                out.append(encode_comment(ev.text))
-                continue
-            data = ev.data
-            if data[:6] == b"[DONE]" and data.strip() == b"[DONE]":
-                out.append(self._flush_choices())
-                out.append(self._done())
-                break
-            if ev.event is not None and ev.event != "message":
-                if ev.event == "error":
-                    self._upstream_error = data
-                out.append(encode_event(data, ev.event))
-                continue
-            try:
-                obj = orjson.loads(data)
-            except orjson.JSONDecodeError:
-                out.append(
-                    self._fail(
-                        StreamFailure(
-                            "malformed_upstream_event",
-                            "The upstream sent an event that is not JSON.",
-                        )
-                    )
-                )
-                break
-            if type(obj) is dict:
-                changed = self._chunk(obj)
-                if changed is not None:
+    def _events(self, events: list[bytes | SSEEvent | SSEComment], verbatim: bytes | None) -> bytes:
+        """Normalize the events of one read. `verbatim` is the read's own bytes
+        for those events, when they can go out as they came: then, if nothing
+        changed, no output is built at all (the common case)."""
+        out: list[bytes] | None = None  # built from the first changed event on
+        loads = orjson.loads
+        for n, ev in enumerate(events):
+            if type(ev) is bytes and ev[:1] == b"{":  # a plain JSON data event
+                try:
+                    obj = loads(ev)
+                except orjson.JSONDecodeError:
+                    obj = None
+                if type(obj) is dict:
+                    changed = self._chunk(obj)
+                    if changed is None:
+                        if out is not None:
+                            out += (b"data: ", ev, b"\n\n")
+                        continue
+                    if out is None:
+                        out = _encode_unchanged(events[:n])
                     out.append(changed)
                     continue
-            if b"\n" in data:
-                out.append(encode_event(data))
-            else:
-                out += (b"data: ", data, b"\n\n")
+            if out is None:
+                out = _encode_unchanged(events[:n])
+            if not self._other(ev, out):
+                return b"".join(out)  # the stream ended (or failed) at this event
+        if out is None:
+            return verbatim if verbatim is not None else b"".join(_encode_unchanged(events))
         return b"".join(out)
+
+    def _other(self, ev: bytes | SSEEvent | SSEComment, out: list[bytes]) -> bool:
+        """Every event but a plain JSON chunk; False when the stream ends here."""
+        if type(ev) is SSEComment:
+            out.append(encode_comment(ev.text))
+            return True
+        if type(ev) is bytes:
+            data, name = ev, None
+        else:
+            assert type(ev) is SSEEvent
+            data, name = ev.data, ev.event
+        if name is not None and name != "message":
+            if name == "error":
+                self._upstream_error = data
+            out.append(encode_event(data, name))
+            return True
+        if data.strip() == b"[DONE]":
+            out.append(self._flush_choices())
+            out.append(self._done())
+            return False
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            out.append(
+                self._fail(
+                    StreamFailure(
+                        "malformed_upstream_event", "The upstream sent an event that is not JSON."
+                    )
+                )
+            )
+            return False
+        changed = self._chunk(obj) if type(obj) is dict else None
+        out.append(changed if changed is not None else encode_event(data))
+        return True
 
     def _chunk(self, obj: Json) -> bytes | None:
         """Normalize one chunk; None when it goes out as the upstream sent it."""
+        choices = obj.get("choices")
+        if type(choices) is list and len(choices) == 1 and "usage" not in obj:
+            # the common chunk: one choice, a delta, no finish_reason (the
+            # envelope, usage and errors need no look on such a chunk)
+            choice = choices[0]
+            if type(choice) is dict and choice.get("finish_reason") is None:
+                delta = choice.get("delta")
+                state = self._choices.get(choice.get("index", 0))
+                if state is not None and type(delta) is dict and "error" not in obj:
+                    handled = state.quick(delta, self._include)
+                    if handled:
+                        if self.tap is not None:
+                            self._tap(choice.get("index", 0), delta)
+                        if handled == UNCHANGED:
+                            return None
+                        return b"data: " + orjson.dumps(obj) + b"\n\n"
         if not self._envelope:
             self._envelope = {k: obj[k] for k in ("id", "object", "created", "model") if k in obj}
         usage = obj.get("usage")
@@ -344,18 +414,8 @@ class StreamNormalizer:
             self._usage = usage
         if "error" in obj:
             self._upstream_error = obj["error"]
-        choices = obj.get("choices")
         if not choices or type(choices) is not list:
             return None
-        if len(choices) == 1:
-            choice = choices[0]
-            if type(choice) is dict and choice.get("finish_reason") is None:
-                delta = choice.get("delta")
-                state = self._choices.get(choice.get("index", 0))
-                if type(delta) is dict and state is not None and state.quick(delta, self._include):
-                    if self.tap is not None:
-                        self._tap(choice.get("index", 0), delta)
-                    return None
         changed = False
         split: bytes | None = None
         for choice in choices:

@@ -14,6 +14,7 @@ the decoder hold an unbounded buffer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 
@@ -55,7 +56,17 @@ class SSEDecoder:
     ended in CR, so an LF that starts the next read is not a second line end.
     """
 
-    __slots__ = ("_buf", "_data", "_data_size", "_event", "_id", "_max", "_retry", "_skip_lf")
+    __slots__ = (
+        "_buf",
+        "_data",
+        "_data_size",
+        "_event",
+        "_id",
+        "_max",
+        "_retry",
+        "_skip_lf",
+        "verbatim",
+    )
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         self._max = max_line_bytes
@@ -66,8 +77,23 @@ class SSEDecoder:
         self._event: str | None = None
         self._id: str | None = None
         self._retry: int | None = None
+        # After `split`: the input bytes of the events it returned, when every
+        # one was a plain `data: ` event in LF framing (so they can be passed
+        # on as they are); else None.
+        self.verbatim: bytes | None = None
 
     def feed(self, chunk: bytes) -> list[SSEEvent | SSEComment]:
+        """The events completed by `chunk`."""
+        return self._feed(chunk, False)  # type: ignore[return-value]
+
+    def split(self, chunk: bytes) -> list[bytes | SSEEvent | SSEComment]:
+        """Like `feed`, for the hot path: a plain event (a single `data: `
+        line and nothing else) comes back as its data bytes, no object built;
+        `verbatim` says whether the input can be forwarded unchanged."""
+        return self._feed(chunk, True)
+
+    def _feed(self, chunk: bytes, plain: bool) -> list[bytes | SSEEvent | SSEComment]:
+        self.verbatim = None
         if not chunk:
             return []
         if self._skip_lf:
@@ -76,7 +102,7 @@ class SSEDecoder:
                 chunk = chunk[1:]
         buf = self._buf + chunk if self._buf else chunk
         if b"\r" not in buf and not self._data and self._event is None:
-            return self._feed_lf(buf)
+            return self._feed_lf(buf, plain)
         cut = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
         if cut < 0:
             return self._keep(buf, [])
@@ -84,7 +110,7 @@ class SSEDecoder:
             self._skip_lf = True
         return self._keep(buf[cut + 1 :], self._lines(buf[: cut + 1].splitlines()))
 
-    def _feed_lf(self, buf: bytes) -> list[SSEEvent | SSEComment]:
+    def _feed_lf(self, buf: bytes, plain: bool) -> list[bytes | SSEEvent | SSEComment]:
         """The common case, LF line ends and no event half-built: cut whole
         events at blank lines; single `data: ` lines need no line parsing."""
         end = buf.rfind(b"\n\n")
@@ -93,21 +119,27 @@ class SSEDecoder:
             if cut < 0:
                 return self._keep(buf, [])
             return self._keep(buf[cut + 1 :], self._lines(buf[: cut + 1].splitlines()))
-        out: list[SSEEvent | SSEComment] = []
+        out: list[bytes | SSEEvent | SSEComment] = []
         limit = self._max
+        verbatim = True
         for block in buf[:end].split(b"\n\n"):
-            if block[:6] == b"data: " and b"\n" not in block and len(block) <= limit:
-                out.append(SSEEvent(block[6:], None, self._id))
+            if block.startswith(b"data: ") and b"\n" not in block and len(block) <= limit:
+                out.append(block[6:] if plain else SSEEvent(block[6:], None, self._id))
             else:
+                verbatim = False
                 out.extend(self._lines([*block.split(b"\n"), b""]))
         rest = buf[end + 2 :]
         cut = rest.rfind(b"\n")
         if cut < 0:
+            if verbatim:
+                self.verbatim = buf[: end + 2]
             return self._keep(rest, out)
         out.extend(self._lines(rest[: cut + 1].splitlines()))
         return self._keep(rest[cut + 1 :], out)
 
-    def _keep(self, tail: bytes, out: list[SSEEvent | SSEComment]) -> list[SSEEvent | SSEComment]:
+    def _keep(
+        self, tail: bytes, out: list[bytes | SSEEvent | SSEComment]
+    ) -> list[bytes | SSEEvent | SSEComment]:
         """Hold the incomplete last line, within the bound."""
         if len(tail) > self._max:
             raise SSELineTooLong(self._max)
@@ -118,17 +150,18 @@ class SSEDecoder:
         """End of stream: a final line without its line end still counts, and
         an event whose blank line never came is dispatched (as browsers do not,
         but a proxy should not lose the last event of a cut stream)."""
-        out: list[SSEEvent | SSEComment] = []
+        self.verbatim = None
+        out: list[bytes | SSEEvent | SSEComment] = []
         if self._buf:
             out = self._lines([self._buf])
             self._buf = b""
         self._skip_lf = False
         if self._data:
             out.extend(self._lines([b""]))
-        return out
+        return cast(list[SSEEvent | SSEComment], out)  # _lines builds no plain items
 
-    def _lines(self, lines: list[bytes]) -> list[SSEEvent | SSEComment]:
-        out: list[SSEEvent | SSEComment] = []
+    def _lines(self, lines: list[bytes]) -> list[bytes | SSEEvent | SSEComment]:
+        out: list[bytes | SSEEvent | SSEComment] = []
         limit = self._max
         for line in lines:
             if not line:

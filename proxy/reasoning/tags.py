@@ -113,6 +113,17 @@ class TagSplitter:
         return self._state == _OUTSIDE and not self._carry and not self._skip_ws
 
     @property
+    def inside_plain(self) -> bool:
+        """Inside a block with nothing held but trailing whitespace: text
+        without `<` is all reasoning (see `reasoning_text`)."""
+        return self._state == _INSIDE and not self._carry and not self._skip_ws
+
+    def reasoning_text(self, text: str) -> str:
+        """`feed` for text without `<` while `inside_plain`: the reasoning to
+        send now (trailing whitespace held back as usual)."""
+        return self._reasoning(text)
+
+    @property
     def carry_size(self) -> int:
         return len(self._carry) + len(self._held_ws) + len(self._hold)
 
