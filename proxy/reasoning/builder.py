@@ -60,6 +60,7 @@ class TurnBuilder:
         "_max_chars",
         "_parts",
         "_shadow",
+        "_texts",
         "_tools",
         "truncated",
     )
@@ -67,6 +68,7 @@ class TurnBuilder:
     def __init__(self, *, hidden: bool = False, max_reasoning_chars: int = 1 << 24) -> None:
         self._parts: list[_Block | _Text | _Tool] = []
         self._block: _Block | None = None  # the block receiving reasoning now
+        self._texts: list[str] | None = None  # the text part receiving text now, if last
         self._shadow: _Block | None = None
         self._tools: dict[Any, _Tool] = {}
         self._details = DetailsMerger()
@@ -79,14 +81,19 @@ class TurnBuilder:
         """Add reasoning text; True when it starts a new block after an
         earlier block that had text (the client may want a separator)."""
         block = self._block
-        started = False
-        if block is None or block.source != source:
-            block = self._block = _Block(source)
-            self._parts.append(block)
-            started = True
+        if block is not None and block.source == source:  # the usual case, kept short
+            chars = self._chars + len(text)
+            if chars <= self._max_chars:
+                self._chars = chars
+                block.texts.append(text)
+            else:
+                self.truncated = True
+            return False
+        block = self._block = _Block(source)
+        self._add(block)
         if self._take(len(text)):
             block.texts.append(text)
-        return started and self._has_text_before(block)
+        return self._has_text_before(block)
 
     def end_block(self) -> None:
         self._block = None
@@ -94,7 +101,7 @@ class TurnBuilder:
     def shadow(self, text: str) -> None:
         if self._shadow is None:
             self._shadow = _Block("think_tag", shadow=True)
-            self._parts.append(self._shadow)
+            self._add(self._shadow)
         if self._take(len(text)):
             self._shadow.texts.append(text)
 
@@ -102,12 +109,17 @@ class TurnBuilder:
         self._shadow = None
 
     def text(self, text: str) -> None:
-        self._block = None
-        last = self._parts[-1] if self._parts else None
-        if type(last) is not _Text:
-            last = _Text()
-            self._parts.append(last)
-        last.texts.append(text)
+        texts = self._texts
+        if texts is None:  # text after something else: a new text part
+            self._block = None
+            part = _Text()
+            self._add(part)
+            texts = self._texts = part.texts
+        texts.append(text)
+
+    def _add(self, part: _Block | _Text | _Tool) -> None:
+        self._parts.append(part)
+        self._texts = None
 
     def tool_call(self, delta: Json) -> None:
         self._block = None
@@ -115,7 +127,7 @@ class TurnBuilder:
         tool = self._tools.get(key)
         if tool is None:
             tool = self._tools[key] = _Tool()
-            self._parts.append(tool)
+            self._add(tool)
         if delta.get("id"):
             tool.id = str(delta["id"])
         if delta.get("type"):
@@ -141,7 +153,7 @@ class TurnBuilder:
             else:
                 block = _Block("reasoning_details")
                 block.details.append(merged)
-                self._parts.append(block)
+                self._add(block)
                 self._block = block
 
     def build(self, **fields: Any) -> Turn:

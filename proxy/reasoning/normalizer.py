@@ -47,6 +47,7 @@ OPEN, DONE, FAILED = "open", "done", "failed"
 NOT_HANDLED, UNCHANGED, CHANGED = 0, 1, 2  # results of _Choice.quick
 # keys of a delta that the quick path can handle
 _PLAIN_KEYS = frozenset({"role", "content", "reasoning_content", "refusal"})
+_plain_delta = _PLAIN_KEYS.issuperset  # (a bound method: the check runs per event)
 _V = 0  # segment kinds: visible text, reasoning text
 _R = 1
 _FOLDED = ("reasoning", "thinking")
@@ -86,7 +87,7 @@ def error_event(failure: StreamFailure) -> bytes:
 class _Choice:
     """Separation state of one choice index."""
 
-    __slots__ = ("builder", "finished", "native", "splitter")
+    __slots__ = ("builder", "finished", "native", "plain", "splitter")
 
     def __init__(self, options: NormalizeOptions) -> None:
         self.splitter = TagSplitter(options.tags, implicit_open=options.implicit_open_tag)
@@ -96,13 +97,16 @@ class _Choice:
         )
         self.native = False
         self.finished = False
+        # the splitter is outside any block with nothing held (kept current
+        # after every splitter call, so the per-event check is one attribute)
+        self.plain = self.splitter.plain
 
     def quick(self, delta: Json, include: bool) -> int:
         """Handle the common deltas without the general machinery: plain
         answer text or native `reasoning_content` alone (UNCHANGED), and text
         inside a tagged block (CHANGED: moved to `reasoning_content`).
         NOT_HANDLED means nothing was done: take `separate`."""
-        if not delta.keys() <= _PLAIN_KEYS:
+        if not _plain_delta(delta):
             return NOT_HANDLED
         content = delta.get("content")
         rc = delta.get("reasoning_content")
@@ -115,10 +119,10 @@ class _Choice:
             return UNCHANGED if include or "reasoning_content" not in delta else NOT_HANDLED
         if type(content) is not str or "<" in content:
             return NOT_HANDLED
-        splitter = self.splitter
-        if splitter.plain:
+        if self.plain:
             self.builder.text(content)
             return UNCHANGED
+        splitter = self.splitter
         if self.native or not splitter.inside_plain:
             return NOT_HANDLED
         text = splitter.reasoning_text(content)
@@ -152,6 +156,7 @@ class _Choice:
         if final:
             self._tags(self.splitter.flush(), segments)
             self.finished = True
+        self.plain = self.splitter.plain
         calls = obj.get("tool_calls")
         if calls and type(calls) is list:
             for call in calls:

@@ -119,16 +119,24 @@ class SSEDecoder:
             if cut < 0:
                 return self._keep(buf, [])
             return self._keep(buf[cut + 1 :], self._lines(buf[: cut + 1].splitlines()))
-        out: list[bytes | SSEEvent | SSEComment] = []
         limit = self._max
+        region = buf[:end]
+        blocks = region.split(b"\n\n")
+        rest = buf[end + 2 :]
+        if plain and b"\n" not in rest and region.count(b"\n") == 2 * len(blocks) - 2:
+            # every block is one line: if each is `data: ...`, no parsing at all
+            datas = [b[6:] for b in blocks if b.startswith(b"data: ")]
+            if len(datas) == len(blocks) and (end <= limit or max(map(len, blocks)) <= limit):
+                self.verbatim = buf[: end + 2]
+                return self._keep(rest, datas)  # type: ignore[arg-type]
+        out: list[bytes | SSEEvent | SSEComment] = []
         verbatim = True
-        for block in buf[:end].split(b"\n\n"):
+        for block in blocks:
             if block.startswith(b"data: ") and b"\n" not in block and len(block) <= limit:
                 out.append(block[6:] if plain else SSEEvent(block[6:], None, self._id))
             else:
                 verbatim = False
                 out.extend(self._lines([*block.split(b"\n"), b""]))
-        rest = buf[end + 2 :]
         cut = rest.rfind(b"\n")
         if cut < 0:
             if verbatim:
