@@ -352,6 +352,13 @@ class StreamNormalizer:
                         out = _encode_unchanged(events[:n])
                     out.append(changed)
                     continue
+            if ev == b"[DONE]" and out is None and n == len(events) - 1:
+                # the usual end: if no choice held text back, the read goes as it came
+                flushed = self._flush_choices()
+                self._done()
+                if not flushed and verbatim is not None:
+                    return verbatim
+                return b"".join([*_encode_unchanged(events[:n]), flushed, DONE_EVENT])
             if out is None:
                 out = _encode_unchanged(events[:n])
             if not self._other(ev, out):
