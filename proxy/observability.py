@@ -39,6 +39,7 @@ REDACTED = "[REDACTED]"
 class Metrics:
     def __init__(self) -> None:
         self.multiprocess = bool(os.environ.get(MULTIPROC_ENV))
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.requests = Counter(
@@ -119,6 +120,15 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),
             registry=r,
         )
+
+    def child(self, metric: Any, *labels: str) -> Any:
+        """`metric.labels(*labels)`, remembered: labels() validates and locks
+        on every call, and a request touches several counters."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def render(self) -> tuple[bytes, str]:
         if self.multiprocess:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from functools import lru_cache
+from typing import Any
 
 from proxy.config import Config, Route
 from proxy.errors import StoreUnavailable
@@ -89,14 +90,19 @@ class Runtime:
     def _tenant_uncached(self, authorization: str | None) -> str:
         return tenant_of(self._secret, authorization)
 
-    async def record(self, key: ConversationKey, turn: Turn, route: Route) -> Turn:
+    async def record(
+        self, key: ConversationKey, turn: Turn, route: Route, extra: dict[str, Any] | None = None
+    ) -> Turn:
         """Store a finished (or cut) turn. Never raises: a store failure is
         logged once, counted, and returned as `persisted: false`."""
-        turn = with_token_counts(turn, self.count, route=route.name, created=time.time())
+        changes: dict[str, Any] = {"route": route.name, "created": time.time()}
+        if extra is not None:
+            changes["extra"] = extra
+        turn = with_token_counts(turn, self.count, **changes)
         ids, fp = turn_refs_of(turn)
         metrics = self.metrics
         for block in turn.thinking:
-            metrics.reasoning_blocks.labels(block.source_field).inc()
+            metrics.child(metrics.reasoning_blocks, block.source_field).inc()
         delimiters = turn.extra.get("delimiters")
         if isinstance(delimiters, int) and delimiters:
             metrics.delimiters.inc(delimiters)
@@ -109,7 +115,7 @@ class Runtime:
         except (TimeoutError, StoreFailure) as exc:
             self._store_failed("append", exc)
             return replace(turn, persisted=False)
-        metrics.store_ops.labels("append", "ok").inc()
+        metrics.child(metrics.store_ops, "append", "ok").inc()
         self._store_recovered()
         return turn
 
@@ -129,7 +135,7 @@ class Runtime:
     def _store_failed(self, what: str, exc: BaseException) -> None:
         self.store_ok = False
         self.store_failures += 1
-        self.metrics.store_ops.labels(what, "error").inc()
+        self.metrics.child(self.metrics.store_ops, what, "error").inc()
         self.metrics.store_up.set(0)
         if not self._store_failure_logged:
             self._store_failure_logged = True

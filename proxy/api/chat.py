@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -248,11 +248,11 @@ class ChatEndpoint:
     def _count_egress(self, route: Route, plan: EgressPlan) -> None:
         metrics = self.rt.metrics
         if plan.result.reinjected:
-            metrics.reinjected.labels(route.dialect.name).inc(plan.result.reinjected)
+            metrics.child(metrics.reinjected, route.dialect.name).inc(plan.result.reinjected)
         if plan.result.stripped:
-            metrics.stripped.labels(route.dialect.name).inc(plan.result.stripped)
+            metrics.child(metrics.stripped, route.dialect.name).inc(plan.result.stripped)
         if plan.compressed:
-            metrics.compressions.labels(plan.compressed).inc()
+            metrics.child(metrics.compressions, plan.compressed).inc()
 
     async def _profile(self, name: str | None) -> dict[str, Any] | None:
         if name is None:
@@ -415,8 +415,7 @@ class ChatEndpoint:
             return
         ex.stored = True
         context = {"effective": ex.plan.effective, "raw": ex.plan.raw}
-        turn = replace(turn, extra={**turn.extra, "context": context})
-        record = self.rt.record(ex.key, turn, ex.route)
+        record = self.rt.record(ex.key, turn, ex.route, extra={**turn.extra, "context": context})
         # shielded where the store does I/O: a client leaving mid-write does not cut it
         stored = await (record if self.rt.store_in_process else asyncio.shield(record))
         ex.turn = stored

@@ -65,11 +65,11 @@ class Trace:
     def finish(self) -> None:
         m = self._metrics
         end = time.perf_counter()
-        m.requests.labels(self.route, self.endpoint, str(self.status or 499)).inc()
+        m.child(m.requests, self.route, self.endpoint, str(self.status or 499)).inc()
         if self.outcome is not None:
-            m.streams.labels(self.route, self.outcome).inc()
+            m.child(m.streams, self.route, self.outcome).inc()
         if self.upstream_error is not None:
-            m.upstream_errors.labels(self.route, self.upstream_error).inc()
+            m.child(m.upstream_errors, self.route, self.upstream_error).inc()
         upstream_ttfb = None
         if self._up_start is not None and self._up_first is not None:
             upstream_ttfb = self._up_first - self._up_start
