@@ -48,7 +48,7 @@ from typing import IO, Any
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 30.0  # seconds for a server to come up (the proxy loads a tokenizer)
 STOP_TIMEOUT = 5.0  # seconds between SIGTERM and SIGKILL
-# PERF.md targets
+# the project's performance targets
 STREAM_RATIO_TARGET = 0.60
 ADDED_TTFB_P99_TARGET_MS = 5.0
 RSS_GROWTH_TARGET = 0.05
@@ -482,7 +482,7 @@ def summary_table(results: list[ScenarioResult]) -> str:
 
 
 def targets(results: list[ScenarioResult]) -> list[str]:
-    """PERF.md's targets, for the scenarios that measure them."""
+    """The performance targets, for the scenarios that measure them."""
     lines = []
     by_name = {r.name: r for r in results}
     for name in ("stream", "tags"):

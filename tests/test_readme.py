@@ -87,7 +87,7 @@ def test_dialect_table_matches() -> None:
     assert names == list(DIALECTS)
 
 
-def test_environment_table_lists_the_contracts_variables() -> None:
+def test_environment_table_lists_every_variable_the_code_reads() -> None:
     rows = {plain(r[0]) for r in table_after("### Environment")}
     variables = {v for k, v in vars(config_module).items() if k.startswith("ENV_")}
     assert variables <= rows

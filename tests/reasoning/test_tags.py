@@ -164,7 +164,7 @@ def test_invalid_tag_sets(names: list[str]) -> None:
         TagSet.of(names)
 
 
-# -- property tests: the contract's four invariants ---------------------------
+# -- property tests: the four invariants of the reasoning channels --------------
 
 TOKENS = [
     "<think>",
