@@ -1,0 +1,92 @@
+"""The README's usage snippets, run as written against the demo started as
+the README says, so none of them can rot."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.harness import free_port
+
+REPO = Path(__file__).parent.parent
+README = (REPO / "README.md").read_text(encoding="utf-8")
+USE_IT = README[README.index("## Use it") : README.index("## Request headers")]
+
+
+def blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+@pytest.fixture(scope="module")
+def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    command = shutil.which("reasoning-proxy", path=str(Path(sys.executable).parent))
+    assert command, "the console script is installed with the package"
+    port = free_port()
+    log = tmp_path_factory.mktemp("demo") / "demo.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REASONING_PROXY_")}
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [command, "demo", "--port", str(port)], stdout=sink, stderr=subprocess.STDOUT, env=env
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(20)
+
+
+def on(port: int, snippet: str) -> str:
+    assert "127.0.0.1:8787" in snippet
+    return snippet.replace("127.0.0.1:8787", f"127.0.0.1:{port}")
+
+
+def test_the_python_snippet_streams_reasoning_then_the_answer(port: int) -> None:
+    (snippet,) = blocks(USE_IT, "python")
+    result = subprocess.run(
+        [sys.executable, "-c", on(port, snippet)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "144" in result.stdout
+    assert "<think>" not in result.stdout
+    # the conversation it named is stored, with its reasoning
+    curl = re.search(r"Stored reasoning: `(curl [^`]+)`", USE_IT)
+    assert curl is not None
+    stored = subprocess.run(
+        ["bash", "-c", on(port, curl.group(1))], capture_output=True, text=True, timeout=60
+    )
+    turn = json.loads(stored.stdout)["turns"][0]
+    assert turn["blocks"][0]["thought"]
+    assert "144" in turn["content"]
+
+
+def test_the_curl_snippet(port: int) -> None:
+    (snippet,) = blocks(USE_IT, "sh")
+    result = subprocess.run(
+        ["bash", "-c", on(port, snippet)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    events = [line[6:] for line in result.stdout.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    deltas = [json.loads(e)["choices"][0]["delta"] for e in events[:-1] if '"choices"' in e]
+    assert "".join(d.get("reasoning_content") or "" for d in deltas)
+    assert "Paris" in "".join(d.get("content") or "" for d in deltas)
