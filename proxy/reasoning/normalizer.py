@@ -213,16 +213,12 @@ def _rewrite(
 
 
 def _encode_unchanged(events: list[bytes | SSEEvent | SSEComment]) -> list[bytes]:
-    """The events before the first changed one, as the upstream sent them."""
+    """The events before the first changed one, as the upstream sent them
+    (all plain data events: anything else ends the unchanged run)."""
     out: list[bytes] = []
     for ev in events:
-        if type(ev) is bytes:
-            out += (b"data: ", ev, b"\n\n")
-        elif type(ev) is SSEComment:
-            out.append(encode_comment(ev.text))
-        else:
-            assert type(ev) is SSEEvent
-            out.append(encode_event(ev.data, ev.event))
+        assert type(ev) is bytes
+        out += (b"data: ", ev, b"\n\n")
     return out
 
 

@@ -62,13 +62,12 @@ class TokenCounter:
     @property
     def name(self) -> str:
         """The encoding in use (`chars/4` for the fallback)."""
-        self.load()
+        if self._name is None:
+            self.load()
         assert self._name is not None
         return self._name
 
     def load(self) -> None:
-        if self._name is not None:
-            return
         with self._lock:
             if self._name is not None:
                 return
@@ -88,7 +87,8 @@ class TokenCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        self.load()
+        if self._name is None:
+            self.load()
         encode = self._encode
         if encode is None:
             return estimate_tokens_chars(text)

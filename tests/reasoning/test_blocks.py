@@ -169,6 +169,7 @@ def test_counter_takes_the_first_encoding_that_loads() -> None:
     assert counter.count("a b c") == 3
     assert counter.name == "second"
     assert counter.count("") == 0
+    counter.load()  # loading again does nothing
     assert tried == ["first", "second"]
 
 

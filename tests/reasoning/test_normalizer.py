@@ -708,3 +708,40 @@ def test_tap_records_what_the_first_choice_sends() -> None:
     ordered.tap = []
     ordered.feed(render_stream([chunk({"content": "A<think>r</think>B"}, "stop")]))
     assert ordered.tap == [("content", "A"), ("reasoning", "r"), ("content", "B")]
+
+
+def test_done_alone_after_a_held_prefix_releases_it() -> None:
+    normalizer = StreamNormalizer()
+    first = normalizer.feed(render_stream([chunk({"content": "a <th"})])[:-14])
+    assert read_stream(first)["content"] == "a "
+    out = normalizer.feed(b"data: [DONE]\n\n")
+    assert read_stream(out) == {**read_stream(out), "content": "<th", "done": True}
+
+
+def test_reads_that_need_no_change_are_forwarded_as_they_came() -> None:
+    body = render_stream([chunk({"content": "plain"}), chunk({}, "stop")])
+    normalizer = StreamNormalizer()
+    assert normalizer.feed(body) == body
+    assert normalizer.state == DONE
+
+
+def test_a_new_block_past_the_reasoning_bound_is_dropped_from_the_turn() -> None:
+    chunks = [
+        chunk({"content": "<think>" + "x" * 30 + "</think>a<think>more</think>b"}),
+        chunk({}, "stop"),
+    ]
+    _, normalizer = run_stream(render_stream(chunks), max_reasoning_chars=32)
+    turn = normalizer.turn()
+    assert [b.thought for b in turn.thinking] == ["x" * 30]
+    assert turn.reasoning_truncated
+
+
+def test_tap_ignores_other_choices() -> None:
+    first = {
+        "id": "c",
+        "choices": [{"index": 1, "delta": {"content": "other"}, "finish_reason": None}],
+    }
+    normalizer = StreamNormalizer()
+    normalizer.tap = []
+    normalizer.feed(render_stream([first, chunk({"content": "mine <th"})]))
+    assert normalizer.tap == [("content", "mine "), ("content", "<th")]  # held, then flushed
