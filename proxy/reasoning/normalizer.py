@@ -29,9 +29,15 @@ import orjson
 
 from proxy.reasoning.blocks import Json, Turn
 from proxy.reasoning.builder import TurnBuilder
-from proxy.reasoning.native import native_text
+from proxy.reasoning.channels import (
+    UNCHANGED,
+    ChoiceSeparator,
+    NormalizeOptions,
+    V,
+    in_order,
+    rewrite,
+)
 from proxy.reasoning.sse import (
-    DEFAULT_MAX_LINE_BYTES,
     DONE_EVENT,
     SSEComment,
     SSEDecoder,
@@ -40,27 +46,19 @@ from proxy.reasoning.sse import (
     encode_comment,
     encode_event,
 )
-from proxy.reasoning.tags import DEFAULT_TAG_SET, Reasoning, TagEvent, TagSet, TagSplitter, Visible
 
 OPEN, DONE, FAILED = "open", "done", "failed"
 
-NOT_HANDLED, UNCHANGED, CHANGED = 0, 1, 2  # results of _Choice.quick
-# keys of a delta that the quick path can handle
-_PLAIN_KEYS = frozenset({"role", "content", "reasoning_content", "refusal"})
-_plain_delta = _PLAIN_KEYS.issuperset  # (a bound method: the check runs per event)
-_V = 0  # segment kinds: visible text, reasoning text
-_R = 1
-_FOLDED = ("reasoning", "thinking")
-_ALL_REASONING = ("reasoning_content", "reasoning", "thinking", "reasoning_details")
-
-
-@dataclass(frozen=True, slots=True)
-class NormalizeOptions:
-    tags: TagSet = DEFAULT_TAG_SET
-    implicit_open_tag: bool = False
-    include_in_response: bool = True
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-    max_reasoning_chars: int = 1 << 24
+__all__ = [
+    "DONE",
+    "FAILED",
+    "OPEN",
+    "NormalizeOptions",
+    "StreamFailure",
+    "StreamNormalizer",
+    "error_event",
+    "normalize_completion",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,134 +82,6 @@ def error_event(failure: StreamFailure) -> bytes:
     return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
-class _Choice:
-    """Separation state of one choice index."""
-
-    __slots__ = ("builder", "finished", "native", "plain", "splitter")
-
-    def __init__(self, options: NormalizeOptions) -> None:
-        self.splitter = TagSplitter(options.tags, implicit_open=options.implicit_open_tag)
-        self.builder = TurnBuilder(
-            hidden=not options.include_in_response,
-            max_reasoning_chars=options.max_reasoning_chars,
-        )
-        self.native = False
-        self.finished = False
-        # the splitter is outside any block with nothing held (kept current
-        # after every splitter call, so the per-event check is one attribute)
-        self.plain = self.splitter.plain
-
-    def quick(self, delta: Json, include: bool) -> int:
-        """Handle the common deltas without the general machinery: plain
-        answer text or native `reasoning_content` alone (UNCHANGED), and text
-        inside a tagged block (CHANGED: moved to `reasoning_content`).
-        NOT_HANDLED means nothing was done: take `separate`."""
-        if not _plain_delta(delta):
-            return NOT_HANDLED
-        content = delta.get("content")
-        rc = delta.get("reasoning_content")
-        if rc:
-            if content or not self.native or not include or type(rc) is not str:
-                return NOT_HANDLED
-            self.builder.reasoning(rc, "reasoning_content")
-            return UNCHANGED
-        if not content:
-            return UNCHANGED if include or "reasoning_content" not in delta else NOT_HANDLED
-        if type(content) is not str or "<" in content:
-            return NOT_HANDLED
-        if self.plain:
-            self.builder.text(content)
-            return UNCHANGED
-        splitter = self.splitter
-        if self.native or not splitter.inside_plain:
-            return NOT_HANDLED
-        text = splitter.reasoning_text(content)
-        delta["content"] = ""
-        if text:
-            self.builder.reasoning(text, "think_tag")
-            if include:
-                delta["reasoning_content"] = text
-        return CHANGED
-
-    def separate(self, obj: Json, final: bool) -> tuple[list[tuple[int, str]], str | None]:
-        """Feed one delta (or message); return the client segments in order and
-        the reasoning source field when the delta carried native reasoning."""
-        segments: list[tuple[int, str]] = []
-        builder = self.builder
-        found = native_text(obj)
-        source = None
-        if found is not None:
-            text, source = found
-            if not self.native:
-                self.native = True
-                self.splitter.leave_implicit()
-            builder.reasoning(text, source)
-            segments.append((_R, text))
-        details = obj.get("reasoning_details")
-        if details and type(details) is list:
-            builder.details(details)
-        content = obj.get("content")
-        if content and type(content) is str:
-            self._tags(self.splitter.feed(content), segments)
-        if final:
-            self._tags(self.splitter.flush(), segments)
-            self.finished = True
-        self.plain = self.splitter.plain
-        calls = obj.get("tool_calls")
-        if calls and type(calls) is list:
-            for call in calls:
-                if type(call) is dict:
-                    builder.tool_call(call)
-        return segments, source
-
-    def _tags(self, events: list[TagEvent], segments: list[tuple[int, str]]) -> None:
-        builder = self.builder
-        for ev in events:
-            kind = type(ev)
-            if kind is Visible:
-                builder.text(ev.text)  # type: ignore[union-attr]
-                segments.append((_V, ev.text))  # type: ignore[union-attr]
-            elif kind is Reasoning:
-                if self.native:  # native is authoritative: a tagged copy stays off the wire
-                    builder.shadow(ev.text)  # type: ignore[union-attr]
-                elif builder.reasoning(ev.text, "think_tag"):  # type: ignore[union-attr]
-                    segments.append((_R, "\n\n" + ev.text))  # type: ignore[union-attr]
-                else:
-                    segments.append((_R, ev.text))  # type: ignore[union-attr]
-            elif self.native:
-                builder.end_shadow()
-            else:
-                builder.end_block()
-
-
-def _rewrite(
-    obj: Json, segments: list[tuple[int, str]], source: str | None, include: bool, join: str
-) -> bool:
-    """Write the separated channels into a delta or message; True if changed."""
-    visible = "".join(t for k, t in segments if k == _V)
-    reasoning = join.join(t for k, t in segments if k == _R)
-    content = obj.get("content")
-    changed = False
-    if visible != (content or ""):
-        changed = True
-        if visible or type(content) is str:
-            obj["content"] = visible
-    if include:
-        if reasoning and (source != "reasoning_content" or reasoning != obj["reasoning_content"]):
-            obj["reasoning_content"] = reasoning
-            changed = True
-        for key in _FOLDED:
-            if key in obj:
-                del obj[key]
-                changed = True
-    else:
-        for key in _ALL_REASONING:
-            if key in obj:
-                del obj[key]
-                changed = True
-    return changed
-
-
 def _encode_unchanged(events: list[bytes | SSEEvent | SSEComment]) -> list[bytes]:
     """The events before the first changed one, as the upstream sent them
     (all plain data events: anything else ends the unchanged run)."""
@@ -220,17 +90,6 @@ def _encode_unchanged(events: list[bytes | SSEEvent | SSEComment]) -> list[bytes
         assert type(ev) is bytes
         out += (b"data: ", ev, b"\n\n")
     return out
-
-
-def _in_order(segments: list[tuple[int, str]]) -> bool:
-    """True when no reasoning follows visible text (one delta can hold it)."""
-    seen_visible = False
-    for kind, _ in segments:
-        if kind == _V:
-            seen_visible = True
-        elif seen_visible:
-            return False
-    return True
 
 
 class StreamNormalizer:
@@ -251,7 +110,7 @@ class StreamNormalizer:
         self._options = options or NormalizeOptions()
         self._include = self._options.include_in_response
         self._decoder = SSEDecoder(self._options.max_line_bytes)
-        self._choices: dict[Any, _Choice] = {}
+        self._choices: dict[Any, ChoiceSeparator] = {}
         self._envelope: Json = {}
         self._usage: Json | None = None
         self._upstream_error: Any = None
@@ -432,7 +291,7 @@ class StreamNormalizer:
             index = choice.get("index", 0)
             state = self._choices.get(index)
             if state is None:
-                state = self._choices[index] = _Choice(self._options)
+                state = self._choices[index] = ChoiceSeparator(self._options)
             finish = choice.get("finish_reason")
             if finish is not None:
                 self._envelope["finish_reason"] = finish
@@ -447,10 +306,10 @@ class StreamNormalizer:
                 choice["delta"] = delta
             else:
                 segments, source = state.separate(delta, finish is not None)
-            if self._include and len(choices) == 1 and not _in_order(segments):
+            if self._include and len(choices) == 1 and not in_order(segments):
                 split = self._split(obj, choice, delta, segments, source)
                 continue
-            if _rewrite(delta, segments, source, self._include, ""):
+            if rewrite(delta, segments, source, self._include, ""):
                 changed = True
             if self.tap is not None:
                 self._tap(index, delta)
@@ -480,14 +339,14 @@ class StreamNormalizer:
         index = choice.get("index", 0)
         out = []
         for n, (kind, text) in enumerate(runs[:-1]):
-            piece: Json = {"content": text} if kind == _V else {"reasoning_content": text}
+            piece: Json = {"content": text} if kind == V else {"reasoning_content": text}
             if n == 0 and "role" in delta:
                 piece = {"role": delta.pop("role"), **piece}
             out.append(
                 {**head, "choices": [{"index": index, "delta": piece, "finish_reason": None}]}
             )
-        _rewrite(delta, runs[-1:], source, True, "")
-        if runs[-1][0] == _V:
+        rewrite(delta, runs[-1:], source, True, "")
+        if runs[-1][0] == V:
             delta.pop("reasoning_content", None)
         out.append(obj)
         if self.tap is not None:
@@ -506,7 +365,7 @@ class StreamNormalizer:
             if not segments:
                 continue
             delta: Json = {}
-            _rewrite(delta, segments, None, self._include, "")
+            rewrite(delta, segments, None, self._include, "")
             if not delta:
                 continue
             if self.tap is not None:
@@ -555,14 +414,14 @@ def normalize_completion(
     if not choices or type(choices) is not list:
         return False, None
     changed = False
-    first: _Choice | None = None
+    first: ChoiceSeparator | None = None
     for choice in choices:
         if type(choice) is not dict or type(choice.get("message")) is not dict:
             continue
         message = choice["message"]
-        state = _Choice(options)
+        state = ChoiceSeparator(options)
         segments, source = state.separate(message, True)
-        if _rewrite(message, segments, source, options.include_in_response, ""):
+        if rewrite(message, segments, source, options.include_in_response, ""):
             changed = True
         if first is None:
             first = state

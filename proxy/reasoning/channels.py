@@ -1,0 +1,175 @@
+"""Separate one choice of a response into answer and reasoning (sans-IO).
+
+`ChoiceSeparator` takes the deltas (or the message) of one choice index in
+order: native reasoning fields are authoritative from their first delta on;
+without them, tag bodies in `content` become reasoning. It feeds the Turn
+builder and returns the client's segments; `rewrite` writes them back into
+the delta. `quick` handles the common deltas without the general path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proxy.reasoning.blocks import Json
+from proxy.reasoning.builder import TurnBuilder
+from proxy.reasoning.native import native_text
+from proxy.reasoning.sse import DEFAULT_MAX_LINE_BYTES
+from proxy.reasoning.tags import DEFAULT_TAG_SET, Reasoning, TagEvent, TagSet, TagSplitter, Visible
+
+NOT_HANDLED, UNCHANGED, CHANGED = 0, 1, 2  # results of ChoiceSeparator.quick
+# keys of a delta that the quick path can handle
+_PLAIN_KEYS = frozenset({"role", "content", "reasoning_content", "refusal"})
+_plain_delta = _PLAIN_KEYS.issuperset  # (a bound method: the check runs per event)
+V = 0  # segment kinds: visible text, reasoning text
+R = 1
+_FOLDED = ("reasoning", "thinking")
+_ALL_REASONING = ("reasoning_content", "reasoning", "thinking", "reasoning_details")
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizeOptions:
+    tags: TagSet = DEFAULT_TAG_SET
+    implicit_open_tag: bool = False
+    include_in_response: bool = True
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_reasoning_chars: int = 1 << 24
+
+
+class ChoiceSeparator:
+    """Separation state of one choice index."""
+
+    __slots__ = ("builder", "finished", "native", "plain", "splitter")
+
+    def __init__(self, options: NormalizeOptions) -> None:
+        self.splitter = TagSplitter(options.tags, implicit_open=options.implicit_open_tag)
+        self.builder = TurnBuilder(
+            hidden=not options.include_in_response,
+            max_reasoning_chars=options.max_reasoning_chars,
+        )
+        self.native = False
+        self.finished = False
+        # the splitter is outside any block with nothing held (kept current
+        # after every splitter call, so the per-event check is one attribute)
+        self.plain = self.splitter.plain
+
+    def quick(self, delta: Json, include: bool) -> int:
+        """Handle the common deltas without the general machinery: plain
+        answer text or native `reasoning_content` alone (UNCHANGED), and text
+        inside a tagged block (CHANGED: moved to `reasoning_content`).
+        NOT_HANDLED means nothing was done: take `separate`."""
+        if not _plain_delta(delta):
+            return NOT_HANDLED
+        content = delta.get("content")
+        rc = delta.get("reasoning_content")
+        if rc:
+            if content or not self.native or not include or type(rc) is not str:
+                return NOT_HANDLED
+            self.builder.reasoning(rc, "reasoning_content")
+            return UNCHANGED
+        if not content:
+            return UNCHANGED if include or "reasoning_content" not in delta else NOT_HANDLED
+        if type(content) is not str or "<" in content:
+            return NOT_HANDLED
+        if self.plain:
+            self.builder.text(content)
+            return UNCHANGED
+        splitter = self.splitter
+        if self.native or not splitter.inside_plain:
+            return NOT_HANDLED
+        text = splitter.reasoning_text(content)
+        delta["content"] = ""
+        if text:
+            self.builder.reasoning(text, "think_tag")
+            if include:
+                delta["reasoning_content"] = text
+        return CHANGED
+
+    def separate(self, obj: Json, final: bool) -> tuple[list[tuple[int, str]], str | None]:
+        """Feed one delta (or message); return the client segments in order and
+        the reasoning source field when the delta carried native reasoning."""
+        segments: list[tuple[int, str]] = []
+        builder = self.builder
+        found = native_text(obj)
+        source = None
+        if found is not None:
+            text, source = found
+            if not self.native:
+                self.native = True
+                self.splitter.leave_implicit()
+            builder.reasoning(text, source)
+            segments.append((R, text))
+        details = obj.get("reasoning_details")
+        if details and type(details) is list:
+            builder.details(details)
+        content = obj.get("content")
+        if content and type(content) is str:
+            self._tags(self.splitter.feed(content), segments)
+        if final:
+            self._tags(self.splitter.flush(), segments)
+            self.finished = True
+        self.plain = self.splitter.plain
+        calls = obj.get("tool_calls")
+        if calls and type(calls) is list:
+            for call in calls:
+                if type(call) is dict:
+                    builder.tool_call(call)
+        return segments, source
+
+    def _tags(self, events: list[TagEvent], segments: list[tuple[int, str]]) -> None:
+        builder = self.builder
+        for ev in events:
+            kind = type(ev)
+            if kind is Visible:
+                builder.text(ev.text)  # type: ignore[union-attr]
+                segments.append((V, ev.text))  # type: ignore[union-attr]
+            elif kind is Reasoning:
+                if self.native:  # native is authoritative: a tagged copy stays off the wire
+                    builder.shadow(ev.text)  # type: ignore[union-attr]
+                elif builder.reasoning(ev.text, "think_tag"):  # type: ignore[union-attr]
+                    segments.append((R, "\n\n" + ev.text))  # type: ignore[union-attr]
+                else:
+                    segments.append((R, ev.text))  # type: ignore[union-attr]
+            elif self.native:
+                builder.end_shadow()
+            else:
+                builder.end_block()
+
+
+def rewrite(
+    obj: Json, segments: list[tuple[int, str]], source: str | None, include: bool, join: str
+) -> bool:
+    """Write the separated channels into a delta or message; True if changed."""
+    visible = "".join(t for k, t in segments if k == V)
+    reasoning = join.join(t for k, t in segments if k == R)
+    content = obj.get("content")
+    changed = False
+    if visible != (content or ""):
+        changed = True
+        if visible or type(content) is str:
+            obj["content"] = visible
+    if include:
+        if reasoning and (source != "reasoning_content" or reasoning != obj["reasoning_content"]):
+            obj["reasoning_content"] = reasoning
+            changed = True
+        for key in _FOLDED:
+            if key in obj:
+                del obj[key]
+                changed = True
+    else:
+        for key in _ALL_REASONING:
+            if key in obj:
+                del obj[key]
+                changed = True
+    return changed
+
+
+def in_order(segments: list[tuple[int, str]]) -> bool:
+    """True when no reasoning follows visible text (one delta can hold it)."""
+    seen_visible = False
+    for kind, _ in segments:
+        if kind == V:
+            seen_visible = True
+        elif seen_visible:
+            return False
+    return True
