@@ -73,7 +73,7 @@ class Runtime:
         try:
             await asyncio.wait_for(self.store.start(), STORE_TIMEOUT)
         except (TimeoutError, StoreFailure) as exc:
-            self._store_failed("start", exc)
+            self.store_call_failed("start", exc)
         # load the tokenizer now, off the event loop, not on the first request
         await asyncio.get_running_loop().run_in_executor(None, self.tokens.load)
 
@@ -113,14 +113,11 @@ class Runtime:
             else:
                 await asyncio.wait_for(append, STORE_TIMEOUT)
         except (TimeoutError, StoreFailure) as exc:
-            self._store_failed("append", exc)
+            self.store_call_failed("append", exc)
             return replace(turn, persisted=False)
         metrics.child(metrics.store_ops, "append", "ok").inc()
         self._store_recovered()
         return turn
-
-    def store_call_failed(self, what: str, exc: BaseException) -> None:
-        self._store_failed(what, exc)
 
     @contextlib.contextmanager
     def store_errors(self, what: str) -> Iterator[None]:
@@ -129,10 +126,10 @@ class Runtime:
         try:
             yield
         except StoreFailure as exc:
-            self._store_failed(what, exc)
+            self.store_call_failed(what, exc)
             raise StoreUnavailable("The store is unavailable.") from None
 
-    def _store_failed(self, what: str, exc: BaseException) -> None:
+    def store_call_failed(self, what: str, exc: BaseException) -> None:
         self.store_ok = False
         self.store_failures += 1
         self.metrics.child(self.metrics.store_ops, what, "error").inc()

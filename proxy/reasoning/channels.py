@@ -136,12 +136,10 @@ class ChoiceSeparator:
                 builder.end_block()
 
 
-def rewrite(
-    obj: Json, segments: list[tuple[int, str]], source: str | None, include: bool, join: str
-) -> bool:
+def rewrite(obj: Json, segments: list[tuple[int, str]], source: str | None, include: bool) -> bool:
     """Write the separated channels into a delta or message; True if changed."""
     visible = "".join(t for k, t in segments if k == V)
-    reasoning = join.join(t for k, t in segments if k == R)
+    reasoning = "".join(t for k, t in segments if k == R)
     content = obj.get("content")
     changed = False
     if visible != (content or ""):

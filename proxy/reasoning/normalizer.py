@@ -309,7 +309,7 @@ class StreamNormalizer:
             if self._include and len(choices) == 1 and not in_order(segments):
                 split = self._split(obj, choice, delta, segments, source)
                 continue
-            if rewrite(delta, segments, source, self._include, ""):
+            if rewrite(delta, segments, source, self._include):
                 changed = True
             if self.tap is not None:
                 self._tap(index, delta)
@@ -345,7 +345,7 @@ class StreamNormalizer:
             out.append(
                 {**head, "choices": [{"index": index, "delta": piece, "finish_reason": None}]}
             )
-        rewrite(delta, runs[-1:], source, True, "")
+        rewrite(delta, runs[-1:], source, True)
         if runs[-1][0] == V:
             delta.pop("reasoning_content", None)
         out.append(obj)
@@ -365,7 +365,7 @@ class StreamNormalizer:
             if not segments:
                 continue
             delta: Json = {}
-            rewrite(delta, segments, None, self._include, "")
+            rewrite(delta, segments, None, self._include)
             if not delta:
                 continue
             if self.tap is not None:
@@ -421,7 +421,7 @@ def normalize_completion(
         message = choice["message"]
         state = ChoiceSeparator(options)
         segments, source = state.separate(message, True)
-        if rewrite(message, segments, source, options.include_in_response, ""):
+        if rewrite(message, segments, source, options.include_in_response):
             changed = True
         if first is None:
             first = state
