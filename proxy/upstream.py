@@ -1,10 +1,11 @@
-"""The only module that talks to upstreams (aiohttp) and converts its errors.
+"""The only module that talks to upstreams, and where their errors are converted.
 
-One pooled `aiohttp.ClientSession` per process, opened in the app's lifespan.
-Redirects are never followed, the environment's proxy settings are not read
-(only the config chooses where requests go), and every aiohttp or socket
-exception is turned into a ProxyError here: 502 when the upstream cannot be
-reached, 504 when it goes quiet for longer than the route's idle timeout.
+One connection pool per process (`proxy.http1`, a lean HTTP/1.1 client),
+opened in the app's lifespan. Redirects are never followed, the environment's
+proxy settings are not read (only the config chooses where requests go), and
+every client or socket error is turned into a ProxyError here: 502 when the
+upstream cannot be reached, 504 when it goes quiet for longer than the
+route's idle timeout.
 """
 
 from __future__ import annotations
@@ -13,11 +14,22 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 
-import aiohttp
 from yarl import URL
 
+from proxy import http1
 from proxy.config import Route
 from proxy.errors import UpstreamError, UpstreamTimeout
+from proxy.http1 import Response
+
+__all__ = [
+    "HOP_BY_HOP",
+    "Response",
+    "Upstream",
+    "UpstreamReadError",
+    "response_headers",
+    "strip_hop_by_hop",
+    "upstream_read_errors",
+]
 
 # Headers that belong to one connection, not to the message (RFC 9110 7.6.1),
 # plus the ones the proxy sets itself.
@@ -61,13 +73,17 @@ class UpstreamReadError(Exception):
 
 @contextlib.contextmanager
 def upstream_read_errors() -> Iterator[None]:
-    """Around reads of a response body: aiohttp's errors become UpstreamReadError."""
+    """Around reads of a response body: client errors become UpstreamReadError."""
     try:
         yield
-    except (TimeoutError, aiohttp.ServerTimeoutError):
+    except http1.ResponseTimeout:
         raise UpstreamReadError("timeout") from None
-    except (aiohttp.ClientError, OSError):
+    except (http1.HTTPClientError, OSError):
         raise UpstreamReadError("disconnected") from None
+
+
+# what the proxy asks upstreams for, and can decode
+_ACCEPT_ENCODING = ("accept-encoding", "gzip, deflate")
 
 
 class Upstream:
@@ -75,29 +91,30 @@ class Upstream:
 
     def __init__(self, *, pool_size: int = 512) -> None:
         self._pool_size = pool_size
-        self._session: aiohttp.ClientSession | None = None
-        self._targets: dict[tuple[str, str, float, float], tuple[URL, aiohttp.ClientTimeout]] = {}
+        self._pool: http1.Pool | None = None
+        self._targets: dict[tuple[str, str], tuple[http1.Origin, str]] = {}
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(
-            limit=self._pool_size,
-            limit_per_host=0,
-            keepalive_timeout=30,
-            ttl_dns_cache=60,
-            enable_cleanup_closed=True,
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            trust_env=False,
-            auto_decompress=True,
-            timeout=aiohttp.ClientTimeout(total=None),
-            skip_auto_headers=("User-Agent",),
-        )
+        self._pool = http1.Pool(limit=self._pool_size, keepalive=30.0)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
+
+    def _target(self, base: str, path: str) -> tuple[http1.Origin, str]:
+        key = (base, path)
+        cached = self._targets.get(key)
+        if cached is None:
+            # built once per route and path (URL parsing is not free); bounded,
+            # as pass-through paths carry query strings
+            url = URL(base + path, encoded=False)
+            if url.raw_host is None:
+                raise ValueError("the upstream URL has no host")
+            cached = (http1.Origin(url.scheme, url.raw_host, url.port), url.raw_path_qs)
+            if len(self._targets) < 1024:
+                self._targets[key] = cached
+        return cached
 
     @contextlib.asynccontextmanager
     async def request(
@@ -107,43 +124,29 @@ class Upstream:
         path: str,
         headers: list[tuple[str, str]],
         body: bytes | None,
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
+    ) -> AsyncIterator[Response]:
         """Send a request to the route's upstream; yields the response once its
         headers arrived. `path` is appended to the route's base URL."""
-        if self._session is None:
+        if self._pool is None:
             raise RuntimeError("the upstream client is not started")
-        key = (route.upstream, path, route.connect_timeout, route.idle_timeout)
-        cached = self._targets.get(key)
-        if cached is None:
-            # built once per route and path (URL parsing is not free); bounded,
-            # as pass-through paths carry query strings
-            cached = (
-                URL(route.upstream + path, encoded=False),
-                aiohttp.ClientTimeout(
-                    total=None,
-                    connect=None,
-                    sock_connect=route.connect_timeout,
-                    sock_read=route.idle_timeout,
-                ),
-            )
-            if len(self._targets) < 1024:
-                self._targets[key] = cached
-        url, timeout = cached
+        sent = [(k, v) for k, v in headers if k.lower() != "accept-encoding"]
+        sent.append(_ACCEPT_ENCODING)
         try:
-            response = await self._session.request(
+            origin, target = self._target(route.upstream, path)
+            response = await self._pool.request(
+                origin,
                 method,
-                url,
-                headers=headers,
-                data=body,
-                allow_redirects=False,
-                timeout=timeout,
-                compress=None,
+                target,
+                sent,
+                body,
+                connect_timeout=route.connect_timeout,
+                idle_timeout=route.idle_timeout,
             )
-        except (TimeoutError, aiohttp.ServerTimeoutError):
+        except (http1.ConnectTimeout, http1.ResponseTimeout):
             raise UpstreamTimeout(
                 "The upstream did not answer within the route's timeout.", code="upstream_timeout"
             ) from None
-        except (aiohttp.ClientError, OSError, ValueError):
+        except (http1.HTTPClientError, OSError, ValueError):
             raise UpstreamError(
                 "The upstream could not be reached.", code="upstream_unreachable"
             ) from None
@@ -154,29 +157,30 @@ class Upstream:
             response.release()
 
     @staticmethod
-    async def chunks(response: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    async def chunks(response: Response) -> AsyncIterator[bytes]:
         """The body as it arrives, one item per socket read."""
-        content = response.content
         with upstream_read_errors():
             while True:
-                data = await content.readany()
+                data = await response.read()
                 if not data:
                     return
                 yield data
 
     @staticmethod
-    async def drain(response: aiohttp.ClientResponse, limit: float) -> None:
+    async def drain(response: Response, limit: float) -> None:
         """Read what is left of a body (after [DONE], the chunked terminator)
         so the connection can go back to the pool; give up after `limit` seconds."""
+        if response.complete:
+            return
         try:
             async with asyncio.timeout(limit):
-                while await response.content.readany():
+                while await response.read():
                     pass
-        except (TimeoutError, aiohttp.ClientError, OSError):
+        except (TimeoutError, http1.HTTPClientError, OSError):
             response.close()
 
     @staticmethod
-    async def read_all(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    async def read_all(response: Response, limit: int) -> bytes:
         """The whole body, at most `limit` bytes (UpstreamError past it)."""
         parts: list[bytes] = []
         size = 0
@@ -191,8 +195,10 @@ class Upstream:
         return b"".join(parts)
 
 
-def response_headers(response: aiohttp.ClientResponse) -> list[tuple[str, str]]:
-    """The upstream's response headers worth passing on (the body was
-    decompressed, so its encoding and length no longer apply)."""
-    pairs: list[tuple[str, str]] = [(k, v) for k, v in response.headers.items()]
-    return [(n, v) for n, v in strip_hop_by_hop(pairs) if n.lower() != "content-encoding"]
+def response_headers(response: Response) -> list[tuple[str, str]]:
+    """The upstream's response headers worth passing on (the body is passed
+    on in its own framing, and decoded when it was gzip or deflate)."""
+    headers = strip_hop_by_hop(response.headers)
+    if response.decoded:
+        return [(n, v) for n, v in headers if n.lower() != "content-encoding"]
+    return headers

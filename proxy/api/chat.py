@@ -15,7 +15,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import orjson
 
 from proxy.api.asgi import (
@@ -69,6 +68,7 @@ from proxy.settings import (
 )
 from proxy.stores.base import StoreFailure
 from proxy.upstream import (
+    Response,
     Upstream,
     UpstreamReadError,
     response_headers,
@@ -295,7 +295,7 @@ class ChatEndpoint:
                     )
                 if response.status >= 400:
                     trace.upstream_error = "status"
-                content_type = response.headers.get("content-type", "")
+                content_type = response.header("content-type") or ""
                 if response.status < 300 and content_type.startswith("text/event-stream"):
                     await self._stream(ex, response, options, trace, state)
                 else:
@@ -312,7 +312,7 @@ class ChatEndpoint:
     async def _stream(
         self,
         ex: Exchange,
-        response: aiohttp.ClientResponse,
+        response: Response,
         options: NormalizeOptions,
         trace: Trace,
         state: _Progress,
@@ -336,7 +336,7 @@ class ChatEndpoint:
             }
         )
         state.started = True
-        read = response.content.readany
+        read = response.read
         feed = normalizer.feed
         watcher = ex.watcher
         first = True
@@ -375,7 +375,7 @@ class ChatEndpoint:
     async def _whole(
         self,
         ex: Exchange,
-        response: aiohttp.ClientResponse,
+        response: Response,
         options: NormalizeOptions,
         trace: Trace,
         state: _Progress,

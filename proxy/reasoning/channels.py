@@ -34,6 +34,9 @@ class NormalizeOptions:
     include_in_response: bool = True
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     max_reasoning_chars: int = 1 << 24
+    # recognize a stream's repeated chunk shape instead of parsing each chunk
+    # (off: every chunk parsed; the two must agree, which the tests check)
+    shapes: bool = True
 
 
 class ChoiceSeparator:

@@ -30,6 +30,7 @@ import orjson
 from proxy.reasoning.blocks import Json, Turn
 from proxy.reasoning.builder import TurnBuilder
 from proxy.reasoning.channels import (
+    NOT_HANDLED,
     UNCHANGED,
     ChoiceSeparator,
     NormalizeOptions,
@@ -37,6 +38,7 @@ from proxy.reasoning.channels import (
     in_order,
     rewrite,
 )
+from proxy.reasoning.shapes import Shape, learn
 from proxy.reasoning.sse import (
     DONE_EVENT,
     SSEComment,
@@ -48,6 +50,9 @@ from proxy.reasoning.sse import (
 )
 
 OPEN, DONE, FAILED = "open", "done", "failed"
+_NO_MATCH = object()  # _shaped: not a chunk of a known shape
+_LEARN_CALLS = 16  # parsed chunks per stream that may teach a shape
+_MAX_SHAPES = 4
 
 __all__ = [
     "DONE",
@@ -99,7 +104,9 @@ class StreamNormalizer:
         "_envelope",
         "_failure",
         "_include",
+        "_learning",
         "_options",
+        "_shapes",
         "_upstream_error",
         "_usage",
         "state",
@@ -115,6 +122,8 @@ class StreamNormalizer:
         self._usage: Json | None = None
         self._upstream_error: Any = None
         self._failure: StreamFailure | None = None
+        self._shapes: list[Shape] = []
+        self._learning = _LEARN_CALLS if self._options.shapes else 0
         self.state = OPEN
         # When a list, (kind, text) of what the first choice sends the client
         # ("reasoning" / "content") is appended to it; None costs nothing.
@@ -193,19 +202,24 @@ class StreamNormalizer:
         loads = orjson.loads
         for n, ev in enumerate(events):
             if type(ev) is bytes and ev[:1] == b"{":  # a plain JSON data event
-                try:
-                    obj = loads(ev)
-                except orjson.JSONDecodeError:
-                    obj = None
-                if type(obj) is dict:
-                    changed = self._chunk(obj)
+                changed = self._shaped(ev) if self._shapes else _NO_MATCH
+                if changed is _NO_MATCH:
+                    try:
+                        obj = loads(ev)
+                    except orjson.JSONDecodeError:
+                        obj = None
+                    if type(obj) is dict:
+                        if self._learning:
+                            self._learn(ev, obj)
+                        changed = self._chunk(obj)
+                if changed is not _NO_MATCH:
                     if changed is None:
                         if out is not None:
                             out += (b"data: ", ev, b"\n\n")
                         continue
                     if out is None:
                         out = _encode_unchanged(events[:n])
-                    out.append(changed)
+                    out.append(changed)  # type: ignore[arg-type]
                     continue
             if ev == b"[DONE]" and out is None and n == len(events) - 1:
                 # the usual end: if no choice held text back, the read goes as it came
@@ -221,6 +235,42 @@ class StreamNormalizer:
         if out is None:
             return verbatim if verbatim is not None else b"".join(_encode_unchanged(events))
         return b"".join(out)
+
+    def _shaped(self, ev: bytes) -> object:
+        """A chunk of a learned shape, handled like `_chunk`'s quick path
+        without parsing it: None (unchanged) or the bytes to send; _NO_MATCH
+        when it is no such chunk or the quick path cannot take it."""
+        for shape in self._shapes:
+            text = shape.text(ev)
+            if text is None:
+                continue
+            state = self._choices.get(shape.index)
+            delta = shape.with_text(text)
+            handled = state.quick(delta, self._include) if state is not None else NOT_HANDLED
+            if not handled:
+                return _NO_MATCH
+            if self.tap is not None:
+                self._tap(shape.index, delta)
+            if handled == UNCHANGED:
+                return None
+            if shape.head is not None:
+                return b"data: " + shape.head + orjson.dumps(delta) + shape.tail + b"\n\n"
+            obj = orjson.loads(ev)
+            obj["choices"][0]["delta"] = delta
+            return b"data: " + orjson.dumps(obj) + b"\n\n"
+        return _NO_MATCH
+
+    def _learn(self, ev: bytes, obj: Json) -> None:
+        """Let a parsed chunk teach its shape (before `_chunk` changes it)."""
+        self._learning -= 1
+        shape = learn(ev, obj)
+        if shape is None or any(
+            s.prefix == shape.prefix and s.suffix == shape.suffix for s in self._shapes
+        ):
+            return
+        self._shapes.append(shape)
+        if len(self._shapes) >= _MAX_SHAPES:
+            self._learning = 0
 
     def _other(self, ev: bytes | SSEEvent | SSEComment, out: list[bytes]) -> bool:
         """Every event but a plain JSON chunk; False when the stream ends here."""
