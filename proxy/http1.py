@@ -104,6 +104,7 @@ class _Connection(asyncio.Protocol):
         "_head_only",
         "_loop",
         "_paused",
+        "_raw_head",
         "_waiter",
         "closed",
         "complete",
@@ -112,6 +113,7 @@ class _Connection(asyncio.Protocol):
         "headers",
         "headers_done",
         "idle_since",
+        "keep_alive",
         "origin",
         "parser",
         "status",
@@ -133,9 +135,11 @@ class _Connection(asyncio.Protocol):
         self.headers: list[tuple[str, str]] = []
         self.headers_done = False
         self.complete = False
+        self.keep_alive = False  # read at the headers (the parser forgets it at the end)
         self.error: HTTPClientError | None = None
         self._head_only = head_only
         self._head_bytes = 0
+        self._raw_head = 0
         self._body: list[bytes] = []
         self._buffered = 0
         self._paused = False
@@ -156,10 +160,15 @@ class _Connection(asyncio.Protocol):
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._fail(BadResponse("the upstream switched protocols"))
+        except httptools.HttpParserCallbackError as exc:
+            cause = exc.__context__
+            self._fail(cause if isinstance(cause, HTTPClientError) else BadResponse(str(exc)))
         except httptools.HttpParserError as exc:
             self._fail(BadResponse(f"malformed response: {exc}"))
-        except HTTPClientError as exc:
-            self._fail(exc)
+        if not self.headers_done and self.error is None:
+            self._raw_head += len(data)  # a head that never ends is bounded too
+            if self._raw_head > 2 * MAX_HEAD_BYTES:
+                self._fail(BadResponse("the upstream's response headers are too large"))
         self._wake()
 
     def eof_received(self) -> bool | None:
@@ -184,6 +193,10 @@ class _Connection(asyncio.Protocol):
 
     # -- httptools callbacks --------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        if self.complete:
+            raise BadResponse("bytes after the end of the response")
+
     def on_header(self, name: bytes, value: bytes) -> None:
         self._head_bytes += len(name) + len(value) + 4
         if self._head_bytes > MAX_HEAD_BYTES:
@@ -192,12 +205,15 @@ class _Connection(asyncio.Protocol):
 
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
-        if 100 <= status < 200 and status != 101:
+        if status == 101:
+            raise BadResponse("the upstream switched protocols")
+        if 100 <= status < 200:
             self.headers = []  # informational (100, 103): the real response follows
             self._head_bytes = 0
             return
         self.status = status
         self.headers_done = True
+        self.keep_alive = self.parser.should_keep_alive()
         encoding = self.header("content-encoding")
         if encoding is not None:
             encoding = encoding.strip().lower()
@@ -237,8 +253,10 @@ class _Connection(asyncio.Protocol):
         return encoding is not None and "chunked" in encoding.lower()
 
     def send(self, data: bytes, head_only: bool) -> None:
-        self._reset(head_only)
         assert self.transport is not None
+        if self._paused:  # released with its last body unread
+            self.transport.resume_reading()
+        self._reset(head_only)
         self.transport.write(data)
 
     async def wait_headers(self, idle: float) -> None:
@@ -309,7 +327,7 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
     def reusable(self) -> bool:
-        return self.complete and not self.closed and self.parser.should_keep_alive()
+        return self.complete and not self.closed and self.keep_alive
 
     def abandon(self) -> None:
         self._close()
@@ -326,21 +344,36 @@ class _Deflate:
 
     def __init__(self) -> None:
         self._inner: Any = None
+        self._pending = b""  # the first byte, when it came alone
 
     def decompress(self, data: bytes) -> bytes:
         if self._inner is None:
-            wrapped = len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
-            self._inner = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+            data = self._pending + data
+            if len(data) < 2:
+                self._pending = data
+                return b""
+            self._start(data)
         return bytes(self._inner.decompress(data))
 
+    def _start(self, head: bytes) -> Any:
+        wrapped = len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0
+        self._inner = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+        return self._inner
+
     def flush(self) -> bytes:
-        return bytes(self._inner.flush()) if self._inner is not None else b""
+        if self._inner is None:
+            if not self._pending:
+                return b""
+            inner = self._start(self._pending)
+            return bytes(inner.decompress(self._pending)) + bytes(inner.flush())
+        return bytes(self._inner.flush())
 
 
 class Response:
     """A response whose status and headers arrived; the body is read with
-    `read()` (one item per socket read) and the connection goes back to the
-    pool on `release()` when the body was read to its end."""
+    `read()` (one item per socket read). On `release()` the connection goes
+    back to the pool when the whole response has arrived (read or not) and
+    the upstream keeps it alive; else it is closed."""
 
     __slots__ = ("_conn", "_idle_timeout", "_pool", "decoded", "headers", "status")
 

@@ -95,6 +95,10 @@ class TurnBuilder:
             block.texts.append(text)
         return self._has_text_before(block)
 
+    def room(self) -> int:
+        """Reasoning characters that can still be added before truncation."""
+        return self._max_chars - self._chars
+
     def end_block(self) -> None:
         self._block = None
 

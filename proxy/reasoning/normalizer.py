@@ -51,6 +51,7 @@ from proxy.reasoning.sse import (
 
 OPEN, DONE, FAILED = "open", "done", "failed"
 _NO_MATCH = object()  # _shaped: not a chunk of a known shape
+_NOT_QUICK = object()  # _shaped: a known shape, but the quick path cannot take it
 _LEARN_CALLS = 16  # parsed chunks per stream that may teach a shape
 _MAX_SHAPES = 4
 
@@ -200,19 +201,33 @@ class StreamNormalizer:
         changed, no output is built at all (the common case)."""
         out: list[bytes] | None = None  # built from the first changed event on
         loads = orjson.loads
-        for n, ev in enumerate(events):
+        count = len(events)
+        # (a shape learned from this read's first chunks serves the rest of it)
+        runs_from = 0 if self._options.shapes and self._include and self.tap is None else count
+        n = -1
+        while n + 1 < count:
+            n += 1
+            ev = events[n]
             if type(ev) is bytes and ev[:1] == b"{":  # a plain JSON data event
+                if n >= runs_from and n + 1 < count and self._shapes:
+                    run, taken = self._run(events, n)
+                    if taken:
+                        if out is not None:
+                            out += _encode_unchanged(events[n : n + run])
+                        n += run - 1
+                        continue
+                    runs_from = n + max(run, 1)  # a run not taken goes chunk by chunk
                 changed = self._shaped(ev) if self._shapes else _NO_MATCH
-                if changed is _NO_MATCH:
+                if changed is _NO_MATCH or changed is _NOT_QUICK:
                     try:
                         obj = loads(ev)
                     except orjson.JSONDecodeError:
                         obj = None
                     if type(obj) is dict:
-                        if self._learning:
+                        if self._learning and changed is _NO_MATCH:
                             self._learn(ev, obj)
                         changed = self._chunk(obj)
-                if changed is not _NO_MATCH:
+                if changed is not _NO_MATCH and changed is not _NOT_QUICK:
                     if changed is None:
                         if out is not None:
                             out += (b"data: ", ev, b"\n\n")
@@ -221,7 +236,7 @@ class StreamNormalizer:
                         out = _encode_unchanged(events[:n])
                     out.append(changed)  # type: ignore[arg-type]
                     continue
-            if ev == b"[DONE]" and out is None and n == len(events) - 1:
+            if ev == b"[DONE]" and out is None and n == count - 1:
                 # the usual end: if no choice held text back, the read goes as it came
                 flushed = self._flush_choices()
                 self._done()
@@ -236,10 +251,38 @@ class StreamNormalizer:
             return verbatim if verbatim is not None else b"".join(_encode_unchanged(events))
         return b"".join(out)
 
+    def _run(self, events: list[bytes | SSEEvent | SSEComment], start: int) -> tuple[int, bool]:
+        """Chunks of one learned shape in a row, from `start` on, that the
+        quick path would each leave unchanged: handled as one delta of their
+        joined text (what the builder keeps is the same). Returns the run's
+        length and whether it was taken (if not, each goes on its own)."""
+        first = events[start]
+        for shape in self._shapes:
+            if not first.startswith(shape.prefix):  # type: ignore[union-attr]
+                continue
+            state = self._choices.get(shape.index)
+            reasoning = shape.field == "reasoning_content"
+            if state is None or not (state.native if reasoning else state.plain):
+                continue
+            run, text = shape.run(events, start)
+            if run < 2 or not text:
+                return run, False
+            if reasoning:
+                if state.builder.room() < len(text):
+                    return run, False
+                state.builder.reasoning(text, "reasoning_content")
+                return run, True
+            if "<" in text:
+                return run, False
+            state.builder.text(text)
+            return run, True
+        return 0, False
+
     def _shaped(self, ev: bytes) -> object:
         """A chunk of a learned shape, handled like `_chunk`'s quick path
         without parsing it: None (unchanged) or the bytes to send; _NO_MATCH
-        when it is no such chunk or the quick path cannot take it."""
+        when it is no such chunk, _NOT_QUICK when the quick path cannot take
+        it (then it is parsed, but has no shape to teach)."""
         for shape in self._shapes:
             text = shape.text(ev)
             if text is None:
@@ -248,7 +291,7 @@ class StreamNormalizer:
             delta = shape.with_text(text)
             handled = state.quick(delta, self._include) if state is not None else NOT_HANDLED
             if not handled:
-                return _NO_MATCH
+                return _NOT_QUICK
             if self.tap is not None:
                 self._tap(shape.index, delta)
             if handled == UNCHANGED:

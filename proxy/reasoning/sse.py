@@ -120,15 +120,17 @@ class SSEDecoder:
                 return self._keep(buf, [])
             return self._keep(buf[cut + 1 :], self._lines(buf[: cut + 1].splitlines()))
         limit = self._max
-        region = buf[:end]
-        blocks = region.split(b"\n\n")
         rest = buf[end + 2 :]
-        if plain and b"\n" not in rest and region.count(b"\n") == 2 * len(blocks) - 2:
-            # every block is one line: if each is `data: ...`, no parsing at all
-            datas = [b[6:] for b in blocks if b.startswith(b"data: ")]
-            if len(datas) == len(blocks) and (end <= limit or max(map(len, blocks)) <= limit):
+        if plain and b"\n" not in rest and buf.startswith(b"data: "):
+            # Every event one `data: ` line? Cut at each blank line that a
+            # `data: ` follows: then the only line ends are those separators.
+            datas = buf[6:end].split(b"\n\ndata: ")
+            if buf.count(b"\n", 0, end) == 2 * len(datas) - 2 and (
+                end <= limit or max(map(len, datas)) + 6 <= limit
+            ):
                 self.verbatim = buf[: end + 2]
                 return self._keep(rest, datas)  # type: ignore[arg-type]
+        blocks = buf[:end].split(b"\n\n")
         out: list[bytes | SSEEvent | SSEComment] = []
         verbatim = True
         for block in blocks:

@@ -1,0 +1,1145 @@
+"""The lean HTTP/1.1 client (proxy.http1) against real servers: a tiny
+`asyncio.start_server` on 127.0.0.1 (an ephemeral port) that reads the
+client's requests and writes scripted raw response bytes, so the framing,
+the splitting into socket writes and the closing of connections are exactly
+what each test says."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import itertools
+import re
+import socket
+import ssl
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import pytest
+import trustme
+
+from proxy import http1
+
+pytestmark = pytest.mark.anyio
+
+WAIT = 5.0  # the longest any test waits for something that should happen soon
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# -- the scripted upstream ------------------------------------------------------------
+
+
+class Conn:
+    """One accepted connection, as the handler sees it."""
+
+    def __init__(
+        self, upstream: Upstream, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.upstream = upstream
+        self.reader = reader
+        self.writer = writer
+        self.index = upstream.connections  # 1 for the first accepted connection
+
+    async def request(self) -> bytes | None:
+        """The next request's head and body; None when the client closed."""
+        try:
+            head = await self.reader.readuntil(b"\r\n\r\n")
+            length = re.search(rb"(?im)^content-length:[ \t]*(\d+)", head)
+            body = await self.reader.readexactly(int(length.group(1))) if length else b""
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.upstream.closed_by_client += 1
+            return None
+        self.upstream.requests.append(head + body)
+        return head + body
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def send_pieces(self, pieces: Sequence[bytes], pause: float = 0.01) -> None:
+        """Each piece in its own socket write, with a pause between them."""
+        for piece in pieces:
+            await self.send(piece)
+            await asyncio.sleep(pause)
+
+    async def until_closed(self) -> None:
+        """Keep the connection open (sending nothing) until the client closes it."""
+        try:
+            while await self.reader.read(65536):
+                pass
+        except ConnectionError:
+            pass
+        self.upstream.closed_by_client += 1
+
+
+Handler = Callable[[Conn], Awaitable[None]]
+
+
+class Upstream:
+    def __init__(self, handler: Handler, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.handler = handler
+        self.ssl_context = ssl_context
+        self.connections = 0  # accepted
+        self.closed_by_client = 0  # connections whose reader saw the client close
+        self.requests: list[bytes] = []
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def origin(self) -> http1.Origin:
+        return http1.Origin("https" if self.ssl_context else "http", "127.0.0.1", self.port)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.ssl_context)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._writers.append(writer)
+        self.connections += 1
+        try:
+            await self.handler(Conn(self, reader, writer))
+        except (ConnectionError, ssl.SSLError):
+            pass
+        except asyncio.CancelledError:
+            pass  # by stop(); ended quietly (asyncio logs a handler task that was cancelled)
+        finally:
+            writer.close()
+            self._tasks.discard(task)
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for writer in self._writers:
+            writer.close()
+        for writer in self._writers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), WAIT)
+        await self._server.wait_closed()
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    handler: Handler, ssl_context: ssl.SSLContext | None = None
+) -> AsyncIterator[Upstream]:
+    upstream = Upstream(handler, ssl_context)
+    await upstream.start()
+    try:
+        yield upstream
+    finally:
+        await upstream.stop()
+
+
+@contextlib.asynccontextmanager
+async def opened_pool(*, limit: int = 16, keepalive: float = 30.0) -> AsyncIterator[http1.Pool]:
+    pool = http1.Pool(limit=limit, keepalive=keepalive)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+        await asyncio.sleep(0.05)  # the closed transports' connection_lost callbacks run
+
+
+HANG = None  # an answer: read the request, send nothing, wait for the client to close
+
+
+def answering(*answers: bytes | None) -> Handler:
+    """Answer the requests, over all connections, with `answers` in turn (the
+    last one again once they run out), keeping the connection open."""
+    queue = list(answers)
+
+    async def handler(conn: Conn) -> None:
+        while await conn.request() is not None:
+            answer = queue.pop(0) if len(queue) > 1 else queue[0]
+            if answer is None:
+                await conn.until_closed()
+                return
+            await conn.send(answer)
+
+    return handler
+
+
+def response(body: bytes = b"ok", *, status: str = "200 OK", headers: Sequence[str] = ()) -> bytes:
+    lines = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def chunked_head(*headers: str) -> bytes:
+    lines = ["HTTP/1.1 200 OK", "Transfer-Encoding: chunked", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def chunked(*pieces: bytes, headers: Sequence[str] = ()) -> bytes:
+    return chunked_head(*headers) + b"".join(chunk(p) for p in pieces) + b"0\r\n\r\n"
+
+
+async def fetch(
+    pool: http1.Pool,
+    upstream: Upstream,
+    method: str = "GET",
+    target: str = "/",
+    headers: list[tuple[str, str]] | None = None,
+    body: bytes | None = None,
+    *,
+    idle: float = WAIT,
+    connect: float = WAIT,
+) -> http1.Response:
+    return await pool.request(
+        upstream.origin,
+        method,
+        target,
+        headers or [],
+        body,
+        connect_timeout=connect,
+        idle_timeout=idle,
+    )
+
+
+async def read_all(resp: http1.Response, pieces: list[bytes] | None = None) -> bytes:
+    parts = [] if pieces is None else pieces
+    while data := await resp.read():
+        parts.append(data)
+    return b"".join(parts)
+
+
+async def get(pool: http1.Pool, upstream: Upstream, target: str = "/") -> tuple[int, bytes]:
+    """A GET whose body is read to its end and released."""
+    resp = await fetch(pool, upstream, target=target)
+    try:
+        return resp.status, await read_all(resp)
+    finally:
+        resp.release()
+
+
+async def wait_until(condition: Callable[[], bool], what: str) -> None:
+    for _ in range(int(WAIT / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not within {WAIT} s: {what}")
+
+
+def unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- Origin and the request's bytes ------------------------------------------------------
+
+
+def test_origin_host_header_and_key() -> None:
+    assert http1.Origin("http", "example.com", None).host_header == "example.com"
+    assert http1.Origin("http", "example.com", None).key == ("http", "example.com", 80)
+    assert http1.Origin("https", "example.com", None).port == 443
+    assert http1.Origin("https", "example.com", 443).host_header == "example.com"
+    assert http1.Origin("https", "example.com", 80).host_header == "example.com:80"
+    assert http1.Origin("http", "127.0.0.1", 8080).host_header == "127.0.0.1:8080"
+    assert http1.Origin("http", "::1", 8080).host_header == "[::1]:8080"
+    assert http1.Origin("https", "::1", None).host_header == "[::1]"
+    with pytest.raises(ValueError, match="scheme"):
+        http1.Origin("ftp", "example.com", None)
+
+
+def test_encode_request_bytes() -> None:
+    origin = http1.Origin("http", "up.example", 8000)
+    got = http1.encode_request(
+        "POST", "/v1/x?a=1", origin, [("X-One", "1"), ("x-two", "zwei")], b"{}"
+    )
+    assert got == (
+        b"POST /v1/x?a=1 HTTP/1.1\r\nhost: up.example:8000\r\nX-One: 1\r\nx-two: zwei\r\n"
+        b"content-length: 2\r\n\r\n{}"
+    )
+    # no body: no content-length for GET, content-length 0 for POST
+    assert http1.encode_request("GET", "/", origin, [], None) == (
+        b"GET / HTTP/1.1\r\nhost: up.example:8000\r\n\r\n"
+    )
+    assert http1.encode_request("POST", "/", origin, [], None) == (
+        b"POST / HTTP/1.1\r\nhost: up.example:8000\r\ncontent-length: 0\r\n\r\n"
+    )
+    # header values are sent as UTF-8
+    assert b"x-name: caf\xc3\xa9\r\n" in http1.encode_request(
+        "GET", "/", origin, [("x-name", "café")], None
+    )
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        ("x-evil", "a\r\nInjected: yes"),
+        ("x-evil", "a\nInjected: yes"),
+        ("x-evil", "a\rInjected: yes"),
+        ("x-evil", "trailing\r\n"),
+        ("x-evil\r\nInjected", "yes"),
+        ("x-evil\n", "yes"),
+        ("x-evil\r", "yes"),
+    ],
+)
+def test_encode_request_rejects_line_breaks(header: tuple[str, str]) -> None:
+    origin = http1.Origin("http", "127.0.0.1", 8000)
+    with pytest.raises(ValueError, match="line break"):
+        http1.encode_request("GET", "/", origin, [("x-ok", "fine"), header], None)
+
+
+@pytest.mark.parametrize("name", ["", "x:y", ":authority", "x y"])
+def test_encode_request_rejects_bad_header_names(name: str) -> None:
+    origin = http1.Origin("http", "127.0.0.1", 8000)
+    with pytest.raises(ValueError, match="header name"):
+        http1.encode_request("GET", "/", origin, [(name, "v")], None)
+
+
+async def test_a_bad_header_fails_before_anything_is_sent() -> None:
+    async with serving(answering(response())) as up, opened_pool() as pool:
+        with pytest.raises(ValueError, match="line break"):
+            await fetch(pool, up, headers=[("x-evil", "a\r\nb: c")])
+        assert await get(pool, up) == (200, b"ok")  # no slot was taken
+        assert up.requests == [b"GET / HTTP/1.1\r\nhost: 127.0.0.1:%d\r\n\r\n" % up.port]
+
+
+async def test_the_request_bytes_the_server_receives() -> None:
+    async with serving(answering(response())) as up, opened_pool() as pool:
+        resp = await fetch(
+            pool,
+            up,
+            "POST",
+            "/v1/chat/completions?stream=true&x=%20y",
+            [("Content-Type", "application/json"), ("x-first", "1"), ("X-Second", "two")],
+            b'{"a": 1}',
+        )
+        assert await read_all(resp) == b"ok"
+        resp.release()
+        assert up.requests == [
+            b"POST /v1/chat/completions?stream=true&x=%20y HTTP/1.1\r\n"
+            + b"host: 127.0.0.1:%d\r\n" % up.port
+            + b"Content-Type: application/json\r\n"
+            b"x-first: 1\r\n"
+            b"X-Second: two\r\n"
+            b"content-length: 8\r\n"
+            b"\r\n"
+            b'{"a": 1}'
+        ]
+
+
+# -- body framing ---------------------------------------------------------------------------
+
+
+async def test_content_length_body() -> None:
+    body = b"0123456789" * 1000
+    answer = response(body, headers=["Content-Type: text/plain", "X-Multi: a", "x-multi: b"])
+    async with serving(answering(answer)) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        assert resp.status == 200
+        assert resp.header("content-type") == "text/plain"
+        assert resp.header("x-multi") == "a"  # the first value
+        assert ("x-multi", "b") in resp.headers
+        assert resp.header("x-absent") is None
+        assert not resp.decoded
+        assert await read_all(resp) == body
+        assert resp.complete
+        assert await resp.read() == b""  # stays at the end
+        resp.release()
+
+
+async def test_status_and_reason_other_than_200() -> None:
+    answer = response(b'{"error": "nope"}', status="429 Too Many Requests")
+    async with serving(answering(answer)) as up, opened_pool() as pool:
+        assert await get(pool, up) == (429, b'{"error": "nope"}')
+
+
+async def test_chunked_body_many_chunks_in_one_write() -> None:
+    events = [b'data: {"i": %d}\n\n' % i for i in range(200)]
+    async with serving(answering(chunked(*events))) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        pieces: list[bytes] = []
+        assert await read_all(resp, pieces) == b"".join(events)
+        assert len(pieces) < 200  # many chunks come out of one read
+        resp.release()
+
+
+async def test_chunked_body_with_extensions_and_trailers() -> None:
+    answer = (
+        chunked_head()
+        + b"5;name=value\r\nhello\r\n"
+        + b"1A\r\n"
+        + b"abcdefghijklmnopqrstuvwxyz\r\n"
+        + b"0\r\nx-trailer: t\r\n\r\n"
+    )
+    async with serving(answering(answer, response(b"next"))) as up, opened_pool() as pool:
+        assert await get(pool, up) == (200, b"helloabcdefghijklmnopqrstuvwxyz")
+        assert await get(pool, up) == (200, b"next")  # the trailer ended the message
+        assert up.connections == 1
+
+
+async def test_chunked_body_split_into_one_byte_writes() -> None:
+    """Every byte of the response in its own socket write: splits in the middle
+    of the status line, the headers, a chunk-size line, between CR and LF, in
+    a chunk's data and in the terminating chunk."""
+    answer = chunked_head("X-Head: 1") + chunk(b"first") + chunk(b"x" * 0x1F) + chunk(b"last")
+    answer += b"0\r\n\r\n"
+
+    async def handler(conn: Conn) -> None:
+        while await conn.request() is not None:
+            await conn.send_pieces([answer[i : i + 1] for i in range(len(answer))], 0.001)
+
+    async with serving(handler) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        assert resp.header("x-head") == "1"
+        pieces: list[bytes] = []
+        assert await read_all(resp, pieces) == b"first" + b"x" * 0x1F + b"last"
+        assert len(pieces) > 3  # the body did come in several reads
+        resp.release()
+        assert await get(pool, up) == (200, b"first" + b"x" * 0x1F + b"last")
+        assert up.connections == 1
+
+
+@pytest.mark.parametrize(
+    "cuts",
+    [
+        (1,),  # "1" | "0\r\n...": the middle of a chunk-size line
+        (2,),  # "10" | "\r\n...": the size line before its CRLF
+        (3,),  # "10\r" | "\n...": between CR and LF of the size line
+        (4, 12),  # after the size line; in the middle of the data
+        (20,),  # between the data and its CRLF
+        (21, 23),  # between that CR and LF; in the next size line
+        (44, 45, 46),  # in the terminating chunk "0\r\n\r\n"
+    ],
+)
+async def test_chunked_body_split_at_awkward_positions(cuts: tuple[int, ...]) -> None:
+    body = chunk(b"a" * 16) + chunk(b"b" * 16) + b"0\r\n\r\n"  # 4 + 16 + 2 + 4 + 16 + 2 + 5
+    assert len(body) == 49
+    bounds = [0, *cuts, len(body)]
+    pieces = [body[a:b] for a, b in itertools.pairwise(bounds)]
+
+    async def handler(conn: Conn) -> None:
+        while await conn.request() is not None:
+            await conn.send(chunked_head())
+            await conn.send_pieces(pieces, 0.02)
+
+    async with serving(handler) as up, opened_pool() as pool:
+        for _ in range(2):  # and the connection is good for the next one
+            assert await get(pool, up) == (200, b"a" * 16 + b"b" * 16)
+        assert up.connections == 1
+
+
+@pytest.mark.parametrize("version", ["HTTP/1.1", "HTTP/1.0"])
+async def test_body_delimited_by_the_connection_closing(version: str) -> None:
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            await conn.send_pieces([f"{version} 200 OK\r\nX-A: b\r\n\r\nhello ".encode(), b"world"])
+
+    async with serving(handler) as up, opened_pool() as pool:
+        assert await get(pool, up) == (200, b"hello world")
+        assert await get(pool, up) == (200, b"hello world")
+        assert up.connections == 2
+
+
+async def test_a_response_without_a_body_is_complete_at_once() -> None:
+    answers = [
+        b"HTTP/1.1 204 No Content\r\nX-A: b\r\n\r\n",
+        b"HTTP/1.1 304 Not Modified\r\nETag: x\r\n\r\n",
+        response(b""),
+    ]
+    async with serving(answering(*answers, response(b"end"))) as up, opened_pool() as pool:
+        assert await get(pool, up) == (204, b"")
+        assert await get(pool, up) == (304, b"")
+        assert await get(pool, up) == (200, b"")
+        assert await get(pool, up) == (200, b"end")
+        assert up.connections == 1
+
+
+# -- keep-alive and the pool ------------------------------------------------------------------
+
+
+async def test_keep_alive_reuses_one_connection() -> None:
+    answers = [response(b"one"), chunked(b"t", b"wo"), response(b"three")]
+    async with serving(answering(*answers)) as up, opened_pool() as pool:
+        assert await get(pool, up, "/1") == (200, b"one")
+        assert await get(pool, up, "/2") == (200, b"two")
+        assert await get(pool, up, "/3") == (200, b"three")
+        assert up.connections == 1
+        assert [r.split(b" ")[1] for r in up.requests] == [b"/1", b"/2", b"/3"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        response(b"bye", headers=["Connection: close"]),
+        response(b"bye", headers=["connection: Close"]),
+        b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nbye",
+    ],
+    ids=["connection-close", "connection-close-lower", "http-1.0"],
+)
+async def test_no_reuse_when_the_server_says_close(answer: bytes) -> None:
+    # the server keeps the connection open: the client must not use it again
+    async with serving(answering(answer)) as up, opened_pool() as pool:
+        assert await get(pool, up) == (200, b"bye")
+        await wait_until(lambda: up.closed_by_client == 1, "the client closes the connection")
+        assert await get(pool, up) == (200, b"bye")
+        assert up.connections == 2
+
+
+async def test_no_reuse_when_the_body_was_not_read_to_its_end() -> None:
+    partial = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + b"p" * 10
+
+    async def handler(conn: Conn) -> None:
+        if conn.index == 1:
+            await conn.request()
+            await conn.send(partial)  # and the other 90 bytes never come
+            await conn.until_closed()
+        else:
+            await answering(response(b"fresh"))(conn)
+
+    async with serving(handler) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        assert await resp.read() == b"p" * 10
+        resp.release()
+        await wait_until(lambda: up.closed_by_client == 1, "the client closes the connection")
+        assert await get(pool, up) == (200, b"fresh")
+        assert up.connections == 2
+
+
+async def test_release_without_reading_a_body_that_had_fully_arrived() -> None:
+    # whether the connection is reused or not, the next response is its own
+    handler = answering(response(b"old body"), response(b"new"))
+    async with serving(handler) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        await asyncio.sleep(0.1)  # all of it arrives
+        resp.release()
+        assert await get(pool, up) == (200, b"new")
+        resp.release()  # a second release is a no-op
+        assert await get(pool, up) == (200, b"new")
+
+
+async def test_a_connection_released_while_reading_was_paused_is_usable() -> None:
+    """The body is 10 bytes over HIGH_WATER and its last bytes arrive in a
+    read of their own: that read pauses reading and completes the message.
+    Released unread, the connection is complete and goes back to the pool;
+    the next request on it must still be read."""
+    big = b"b" * (http1.HIGH_WATER + 10)
+
+    async def handler(conn: Conn) -> None:
+        await conn.request()
+        await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(big))
+        await conn.send(big[: http1.HIGH_WATER])
+        await asyncio.sleep(0.3)  # the client has read all that (not over HIGH_WATER)
+        await conn.send(big[http1.HIGH_WATER :])
+        while await conn.request() is not None:
+            await conn.send(response(b"second"))
+
+    async with serving(handler) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        # white-box: wait until the whole body arrived (the message is complete)
+        await wait_until(lambda: resp._conn.complete, "the whole body arrives")
+        resp.release()  # unread: the client's choice, e.g. its caller went away
+        resp2 = await fetch(pool, up, idle=2.0)
+        try:
+            assert (resp2.status, await read_all(resp2)) == (200, b"second")
+        finally:
+            resp2.release()
+
+
+async def test_a_pooled_connection_the_server_closed_is_not_reused() -> None:
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            await conn.send(response(b"n%d" % conn.index))  # keep-alive, then closes
+
+    async with serving(handler) as up, opened_pool() as pool:
+        assert await get(pool, up) == (200, b"n1")
+        await asyncio.sleep(0.2)  # the server's close reaches the client
+        assert await get(pool, up) == (200, b"n2")
+        assert up.connections == 2
+
+
+async def test_an_idle_connection_that_receives_bytes_is_not_reused() -> None:
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is None:
+            return
+        await conn.send(response(b"n%d" % conn.index))
+        if conn.index == 1:
+            await asyncio.sleep(0.05)
+            await conn.send(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+            await conn.until_closed()
+        else:
+            await answering(response(b"more"))(conn)
+
+    async with serving(handler) as up, opened_pool() as pool:
+        assert await get(pool, up) == (200, b"n1")
+        await wait_until(lambda: up.closed_by_client == 1, "the client drops the connection")
+        assert await get(pool, up) == (200, b"n2")
+        assert up.connections == 2
+
+
+async def test_idle_connections_expire_after_keepalive() -> None:
+    async with serving(answering(response())) as up, opened_pool(keepalive=0.1) as pool:
+        assert await get(pool, up) == (200, b"ok")
+        await asyncio.sleep(0.3)
+        assert await get(pool, up) == (200, b"ok")
+        assert up.connections == 2
+        await wait_until(lambda: up.closed_by_client == 1, "the expired connection is closed")
+
+
+async def test_the_most_recently_used_idle_connection_is_taken() -> None:
+    async def handler(conn: Conn) -> None:
+        while await conn.request() is not None:
+            await conn.send(response(b"c%d" % conn.index))
+
+    async with serving(handler) as up, opened_pool() as pool:
+        first, second = await fetch(pool, up), await fetch(pool, up)
+        assert await read_all(first) == b"c1"
+        assert await read_all(second) == b"c2"
+        first.release()
+        second.release()
+        assert await get(pool, up) == (200, b"c2")
+        assert up.connections == 2
+
+
+async def test_pool_limit_makes_a_second_request_wait_for_the_release() -> None:
+    handler = answering(response(b"one"), response(b"two"))
+    async with serving(handler) as up, opened_pool(limit=1) as pool:
+        first = await fetch(pool, up)
+        second = asyncio.create_task(fetch(pool, up))
+        try:
+            await asyncio.sleep(0.2)
+            assert not second.done()
+            assert len(up.requests) == 1  # the second one was not even sent
+            assert await read_all(first) == b"one"
+            first.release()
+            resp = await asyncio.wait_for(second, WAIT)
+        finally:
+            second.cancel()
+        assert await read_all(resp) == b"two"
+        resp.release()
+        assert up.connections == 1
+
+
+async def test_cancelling_a_request_waiting_for_headers_frees_its_slot() -> None:
+    async with serving(answering(HANG, response(b"after"))) as up, opened_pool(limit=1) as pool:
+        task = asyncio.create_task(fetch(pool, up, idle=60.0))
+        await wait_until(lambda: len(up.requests) == 1, "the request reaches the server")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await wait_until(lambda: up.closed_by_client == 1, "the connection is closed")
+        status, body = await asyncio.wait_for(get(pool, up), WAIT)
+        assert (status, body) == (200, b"after")
+        assert up.connections == 2
+
+
+async def test_pool_close_closes_idle_and_busy_connections() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.request()
+        if conn.index == 1:
+            await conn.send(response(b"idle"))
+        else:
+            await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nbusy")
+        await conn.until_closed()
+
+    async with serving(handler) as up, opened_pool() as pool:
+        assert await get(pool, up) == (200, b"idle")
+        other = http1.Origin("http", "localhost", up.port)  # another key in the pool
+        busy = await pool.request(other, "GET", "/", [], None, connect_timeout=5, idle_timeout=5)
+        assert await busy.read() == b"busy"
+        assert up.closed_by_client == 0
+        await pool.close()
+        await wait_until(lambda: up.closed_by_client == 2, "both connections are closed")
+        with pytest.raises(http1.HTTPClientError):
+            await read_all(busy)
+        busy.release()
+        with pytest.raises(RuntimeError, match="closed"):
+            await fetch(pool, up)
+
+
+# -- timeouts and failures ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [b"", b"HTTP/1.1 20", b"HTTP/1.1 200 OK\r\nContent-Le"],
+    ids=["nothing", "part-of-the-status-line", "part-of-the-headers"],
+)
+async def test_idle_timeout_before_the_headers(sent: bytes) -> None:
+    async def handler(conn: Conn) -> None:
+        if conn.index == 1:
+            await conn.request()
+            if sent:
+                await conn.send(sent)
+            await conn.until_closed()
+        else:
+            await answering(response())(conn)
+
+    async with serving(handler) as up, opened_pool(limit=1) as pool:
+        with pytest.raises(http1.ResponseTimeout):
+            await asyncio.wait_for(fetch(pool, up, idle=0.3), WAIT)
+        await wait_until(lambda: up.closed_by_client == 1, "the client closes the connection")
+        assert await get(pool, up) == (200, b"ok")  # and the slot is free again
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked", "close"])
+async def test_idle_timeout_in_the_middle_of_the_body(framing: str) -> None:
+    head = {
+        "content-length": b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",
+        "chunked": chunked_head(),
+        "close": b"HTTP/1.1 200 OK\r\n\r\n",
+    }[framing]
+    first = chunk(b"first") if framing == "chunked" else b"first"
+
+    async def handler(conn: Conn) -> None:
+        await conn.request()
+        await conn.send(head + first)
+        await conn.until_closed()
+
+    async with serving(handler) as up, opened_pool() as pool:
+        resp = await fetch(pool, up, idle=0.3)
+        assert await resp.read() == b"first"
+        with pytest.raises(http1.ResponseTimeout):
+            await asyncio.wait_for(resp.read(), WAIT)
+        with pytest.raises(http1.ResponseTimeout):  # and stays failed
+            await resp.read()
+        resp.release()
+        await wait_until(lambda: up.closed_by_client == 1, "the client closes the connection")
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+async def test_server_closing_mid_body_raises_disconnected(framing: str) -> None:
+    if framing == "chunked":
+        sent = chunked_head() + chunk(b"first") + b"10\r\nsecond"
+    else:
+        sent = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nfirst" + b"second"
+
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            await conn.send(sent)  # and close
+
+    async with serving(handler) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        with pytest.raises(http1.Disconnected):
+            await read_all(resp)
+        resp.release()
+
+
+async def test_server_closing_mid_body_gives_the_bytes_before_the_error() -> None:
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+
+    async with serving(handler) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        await asyncio.sleep(0.1)  # the close has arrived too
+        assert await resp.read() == b"0123456789"
+        with pytest.raises(http1.Disconnected):
+            await resp.read()
+        resp.release()
+
+
+@pytest.mark.parametrize("sent", [b"", b"HTTP/1.1 200 OK\r\nContent-"])
+async def test_server_closing_before_the_headers_raises_disconnected(sent: bytes) -> None:
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None and sent:
+            await conn.send(sent)
+
+    async with serving(handler) as up, opened_pool() as pool:
+        with pytest.raises(http1.Disconnected):
+            await fetch(pool, up)
+
+
+async def test_connect_refused_raises_connect_failed() -> None:
+    origin = http1.Origin("http", "127.0.0.1", unused_port())
+    async with opened_pool() as pool:
+        with pytest.raises(http1.ConnectFailed):
+            await pool.request(origin, "GET", "/", [], None, connect_timeout=5, idle_timeout=5)
+        with pytest.raises(http1.ConnectFailed):  # the failure freed the slot
+            await pool.request(origin, "GET", "/", [], None, connect_timeout=5, idle_timeout=5)
+
+
+async def test_connect_timeout() -> None:
+    # a listening socket whose accept queue is full (backlog 0, never
+    # accepted): Linux drops further SYNs, so a connect hangs
+    listener = socket.socket()
+    fillers: list[socket.socket] = []
+    try:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        for _ in range(4):
+            filler = socket.socket()
+            filler.setblocking(False)
+            fillers.append(filler)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+        await asyncio.sleep(0.1)
+        origin = http1.Origin("http", "127.0.0.1", port)
+        async with opened_pool(limit=1) as pool:
+            with pytest.raises(http1.ConnectTimeout):
+                await pool.request(
+                    origin, "GET", "/", [], None, connect_timeout=0.3, idle_timeout=5
+                )
+    finally:
+        for s in fillers:
+            s.close()
+        listener.close()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"garbage\r\n\r\n",
+        b"HTTP/1.1 abc OK\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: ten\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        b"HTTP/1.1 200 OK\r\nBad Header\r\n\r\n",
+        chunked_head() + b"zz\r\nabc\r\n0\r\n\r\n",
+        chunked_head() + b"3\r\nabcXX\r\n0\r\n\r\n",
+    ],
+    ids=[
+        "not-http",
+        "bad-status",
+        "bad-content-length",
+        "two-content-lengths",
+        "header-without-colon",
+        "bad-chunk-size",
+        "chunk-longer-than-its-size",
+    ],
+)
+async def test_malformed_responses_raise_bad_response(answer: bytes) -> None:
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            await conn.send(answer)
+            await conn.until_closed()
+
+    async with serving(handler) as up, opened_pool() as pool:
+        with pytest.raises(http1.BadResponse):
+            await get(pool, up)
+        await wait_until(lambda: up.closed_by_client == 1, "the client closes the connection")
+
+
+async def test_a_protocol_switch_is_not_a_response() -> None:
+    answer = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ws\r\n\r\nxx"
+
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            await conn.send(answer)
+            await conn.until_closed()
+
+    async with serving(handler) as up, opened_pool() as pool:
+        with pytest.raises(http1.BadResponse):
+            await get(pool, up)
+
+
+async def test_headers_larger_than_max_head_bytes_raise_bad_response() -> None:
+    many = [f"X-Header-{i}: {'v' * 1000}" for i in range(http1.MAX_HEAD_BYTES // 1000 + 5)]
+    one_huge = [f"X-Huge: {'v' * (http1.MAX_HEAD_BYTES + 10)}"]
+    just_under = [f"X-Header-{i}: {'v' * 1000}" for i in range(http1.MAX_HEAD_BYTES // 2000)]
+    answers = [response(headers=many), response(headers=one_huge), response(headers=just_under)]
+    async with serving(answering(*answers)) as up, opened_pool() as pool:
+        with pytest.raises(http1.BadResponse):
+            await fetch(pool, up)
+        with pytest.raises(http1.BadResponse):
+            await fetch(pool, up)
+        assert await get(pool, up) == (200, b"ok")
+
+
+async def test_a_head_that_never_ends_is_bounded_by_max_head_bytes() -> None:
+    """A header line that goes on past MAX_HEAD_BYTES without its end ("status
+    line and headers of one response" are bounded) is a BadResponse, not held
+    in memory until the idle timeout (a server sending forever would never
+    meet one)."""
+
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is None:
+            return
+        await conn.send(b"HTTP/1.1 200 OK\r\nX-Endless: ")
+        for _ in range(2 * http1.MAX_HEAD_BYTES // 4096):
+            await conn.send(b"v" * 4096)
+        await conn.until_closed()
+
+    async with serving(handler) as up, opened_pool() as pool:
+        with pytest.raises(http1.BadResponse):
+            await asyncio.wait_for(fetch(pool, up, idle=1.0), WAIT)
+
+
+async def test_bytes_after_a_complete_response_are_not_part_of_it() -> None:
+    """A second response in the same read as the first (the server answered a
+    request that was never sent) must not be parsed into the first."""
+    stray = b"HTTP/1.1 201 Created\r\nContent-Length: 5\r\nX-Stray: 1\r\n\r\nextra"
+    async with serving(answering(response(b"hello") + stray)) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        await asyncio.sleep(0.1)
+        body = await read_all(resp)
+        resp.release()
+        assert (resp.status, body, resp.header("x-stray")) == (200, b"hello", None)
+
+
+# -- content encodings ------------------------------------------------------------------------
+
+TEXT = b"".join(b"line %d of a text that compresses well\n" % i for i in range(2000))
+
+
+def deflate_raw(data: bytes) -> bytes:
+    compressor = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return compressor.compress(data) + compressor.flush()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encoded"),
+    [
+        ("gzip", gzip.compress(TEXT)),
+        ("x-gzip", gzip.compress(TEXT)),
+        ("GZip", gzip.compress(TEXT)),
+        ("deflate", zlib.compress(TEXT)),  # zlib-wrapped, as the standard says
+        ("deflate", deflate_raw(TEXT)),  # raw, as some servers send it
+    ],
+    ids=["gzip", "x-gzip", "gzip-mixed-case", "deflate-zlib", "deflate-raw"],
+)
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+async def test_compressed_bodies_are_decoded(encoding: str, encoded: bytes, framing: str) -> None:
+    if framing == "chunked":
+        pieces = [encoded[i : i + 100] for i in range(0, len(encoded), 100)]
+        answer = chunked(*pieces, headers=[f"Content-Encoding: {encoding}"])
+    else:
+        answer = response(encoded, headers=[f"Content-Encoding: {encoding}"])
+    async with serving(answering(answer)) as up, opened_pool() as pool:
+        for _ in range(2):  # the second on the same connection, with a fresh decoder
+            resp = await fetch(pool, up)
+            assert resp.decoded
+            assert resp.header("content-encoding") == encoding  # as it was sent
+            assert await read_all(resp) == TEXT
+            resp.release()
+        assert up.connections == 1
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encoded"),
+    [("gzip", gzip.compress(TEXT)), ("deflate", zlib.compress(TEXT))],
+    ids=["gzip", "deflate-zlib"],
+)
+async def test_compressed_body_split_after_its_first_byte(encoding: str, encoded: bytes) -> None:
+    """The first read of the body holds one byte of the compressed stream."""
+
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            await conn.send(chunked_head(f"Content-Encoding: {encoding}"))
+            await conn.send_pieces([chunk(encoded[:1]), chunk(encoded[1:]) + b"0\r\n\r\n"], 0.3)
+
+    async with serving(handler) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        assert resp.decoded
+        assert await read_all(resp) == TEXT
+        resp.release()
+
+
+async def test_a_compressed_body_read_in_many_small_pieces() -> None:
+    encoded = gzip.compress(TEXT)
+    pieces = [chunk(encoded[i : i + 50]) for i in range(0, len(encoded), 50)]
+
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            await conn.send(chunked_head("Content-Encoding: gzip"))
+            await conn.send_pieces([*pieces, b"0\r\n\r\n"], 0.002)
+
+    async with serving(handler) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        assert await read_all(resp) == TEXT
+        resp.release()
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd", "identity", "gzip, br"])
+async def test_other_encodings_are_passed_through(encoding: str) -> None:
+    body = b"\x8b\x00\x80not decodable here\x03"
+    answer = response(body, headers=[f"Content-Encoding: {encoding}"])
+    async with serving(answering(answer)) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        assert not resp.decoded
+        assert resp.header("content-encoding") == encoding
+        assert await read_all(resp) == body
+        resp.release()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body"),
+    [("gzip", b"\x1f\x8b\x08\x00 definitely not gzip"), ("deflate", b"x\x9c\xff\xff\xff\xff")],
+)
+async def test_a_corrupt_compressed_body_raises_bad_response(encoding: str, body: bytes) -> None:
+    answer = response(body, headers=[f"Content-Encoding: {encoding}"])
+    async with serving(answering(answer)) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        with pytest.raises(http1.BadResponse):
+            await read_all(resp)
+        resp.release()
+
+
+async def test_an_empty_compressed_body() -> None:
+    answer = response(b"", headers=["Content-Encoding: gzip"])
+    async with serving(answering(answer)) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        assert resp.decoded
+        assert await read_all(resp) == b""
+        resp.release()
+
+
+# -- informational responses, HEAD ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("one_write", [True, False])
+async def test_informational_responses_are_skipped(one_write: bool) -> None:
+    pieces = [
+        b"HTTP/1.1 100 Continue\r\n\r\n",
+        b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n",
+        response(b"real", headers=["X-Real: 1"]),
+    ]
+
+    async def handler(conn: Conn) -> None:
+        while await conn.request() is not None:
+            if one_write:
+                await conn.send(b"".join(pieces))
+            else:
+                await conn.send_pieces(pieces, 0.05)
+
+    async with serving(handler) as up, opened_pool() as pool:
+        for _ in range(2):
+            resp = await fetch(pool, up)
+            assert resp.status == 200
+            assert resp.header("x-real") == "1"
+            assert resp.header("link") is None
+            assert await read_all(resp) == b"real"
+            resp.release()
+        assert up.connections == 1
+
+
+async def test_head_completes_without_waiting_for_a_body() -> None:
+    async def handler(conn: Conn) -> None:
+        while (request := await conn.request()) is not None:
+            if request.startswith(b"HEAD "):
+                await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 1234\r\nX-A: b\r\n\r\n")
+            else:
+                await conn.send(response(b"got"))
+
+    async with serving(handler) as up, opened_pool() as pool:
+        resp = await fetch(pool, up, "HEAD", idle=60.0)
+        assert resp.status == 200
+        assert resp.header("content-length") == "1234"
+        async with asyncio.timeout(WAIT):  # far less than the idle timeout
+            assert await read_all(resp) == b""
+        resp.release()
+        assert up.requests[0].startswith(b"HEAD / HTTP/1.1\r\n")
+        assert b"content-length" not in up.requests[0]
+        assert await get(pool, up) == (200, b"got")
+
+
+# -- flow control --------------------------------------------------------------------------------
+
+BIG = bytes(range(256)) * (8 * 1024 * 4)  # 8 MiB
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked", "close"])
+async def test_a_large_body_read_slowly_arrives_intact(framing: str) -> None:
+    assert len(BIG) == 8 << 20
+
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is None:
+            return
+        if framing == "content-length":
+            await conn.send(response(BIG))
+        elif framing == "chunked":
+            pieces = [chunk(BIG[i : i + 65536]) for i in range(0, len(BIG), 65536)]
+            await conn.send(chunked_head() + b"".join(pieces) + b"0\r\n\r\n")
+        else:
+            await conn.send(b"HTTP/1.1 200 OK\r\n\r\n" + BIG)
+            return  # the close ends the body
+        await conn.until_closed()
+
+    async with serving(handler) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        pieces: list[bytes] = []
+        while data := await resp.read():
+            pieces.append(data)
+            await asyncio.sleep(0.02)  # a slow reader: the server is far faster
+        resp.release()
+        assert b"".join(pieces) == BIG
+        # reading paused near HIGH_WATER: never the whole body at once
+        assert max(len(p) for p in pieces) <= 2 * http1.HIGH_WATER
+        assert len(pieces) >= 4
+
+
+# -- TLS -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tls_ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture(scope="module")
+def server_tls(tls_ca: trustme.CA) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls_ca.issue_cert("127.0.0.1").configure_cert(context)
+    return context
+
+
+def trusting(ca: trustme.CA) -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    ca.configure_trust(context)
+    return context
+
+
+async def test_tls_request_and_keep_alive(tls_ca: trustme.CA, server_tls: ssl.SSLContext) -> None:
+    answers = [response(b"secure"), chunked(b"also ", b"secure")]
+    async with serving(answering(*answers), server_tls) as up, opened_pool() as pool:
+        # The pool builds its context with ssl.create_default_context() (the
+        # system's trust store); this test's CA is not in it, so the test sets
+        # the pool's context to one that trusts the CA as well.
+        pool._ssl = trusting(tls_ca)
+        assert up.origin.tls
+        assert await get(pool, up, "/a?b=c") == (200, b"secure")
+        assert await get(pool, up) == (200, b"also secure")
+        assert up.connections == 1
+        assert up.requests[0].startswith(b"GET /a?b=c HTTP/1.1\r\nhost: 127.0.0.1:")
+
+
+async def test_tls_large_body_with_flow_control(
+    tls_ca: trustme.CA, server_tls: ssl.SSLContext
+) -> None:
+    async with serving(answering(response(BIG)), server_tls) as up, opened_pool() as pool:
+        pool._ssl = trusting(tls_ca)  # see test_tls_request_and_keep_alive
+        resp = await fetch(pool, up)
+        pieces: list[bytes] = []
+        while data := await resp.read():
+            pieces.append(data)
+            await asyncio.sleep(0.02)
+        resp.release()
+        assert b"".join(pieces) == BIG
+        assert max(len(p) for p in pieces) <= 2 * http1.HIGH_WATER
+
+
+async def test_tls_with_an_untrusted_certificate_fails_to_connect(
+    server_tls: ssl.SSLContext,
+) -> None:
+    async with serving(answering(response()), server_tls) as up, opened_pool() as pool:
+        with pytest.raises(http1.ConnectFailed):  # the system's store: no trustme CA
+            await fetch(pool, up)
+
+
+async def test_tls_to_a_plain_http_server_fails_to_connect() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.send(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    async with serving(handler) as up, opened_pool() as pool:
+        origin = http1.Origin("https", "127.0.0.1", up.port)
+        with pytest.raises(http1.ConnectFailed):
+            await pool.request(origin, "GET", "/", [], None, connect_timeout=5, idle_timeout=5)
