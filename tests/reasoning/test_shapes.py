@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.reasoning.normalizer import NormalizeOptions, StreamNormalizer
-from proxy.reasoning.shapes import Shape, learn
+from proxy.reasoning.shapes import Shape, _delta_span, _proves, learn
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent
 from tests.casefiles import chunk
 
@@ -743,3 +743,41 @@ def test_a_shape_read_chunk_that_moves_tagged_text_is_rewritten_like_a_parsed_on
         assert fast.turn().content == "ok"
         assert [b.thought for b in fast.turn().thinking] == ['ab "c"\\']
         assert_same([body], False)
+
+
+# -- runs, and the guards of learning --------------------------------------------
+
+
+def test_a_run_reads_consecutive_chunks_and_stops_at_the_first_other() -> None:
+    data = orjson.dumps(chunk({"content": None, "reasoning_content": "first"}))
+    shape = learn(data, orjson.loads(data))
+    assert shape is not None
+
+    def make(text: str) -> bytes:
+        return orjson.dumps(chunk({"content": None, "reasoning_content": text}))
+
+    plain = [make(t) for t in ("a", "b c", "")]
+    escaped = [make('say "x"\n'), make("é 😀")]
+    tail: list[object] = [b'{"other":1}', SSEComment(b" ping"), make("after")]
+    assert shape.run([*plain, *tail], 0) == (3, "ab c")
+    assert shape.run([*plain, *escaped, *tail], 1) == (4, "b c" + 'say "x"\n' + "é 😀")
+    # a body that is not one JSON string ends the run there, even mid-list
+    forged = shape.prefix + b'a","x":"b' + shape.suffix
+    assert shape.run([*escaped, forged, make("z")], 0) == (2, 'say "x"\n' + "é 😀")
+    assert shape.run(tail, 0) == (0, "")
+
+
+def test_proof_helpers_refuse_what_does_not_parse_back() -> None:
+    obj = chunk({"content": "abc"})
+    delta = obj["choices"][0]["delta"]
+    assert not _proves(obj, delta, "content", "abc", b"not json")
+    assert delta == {"content": "abc"}  # restored
+    data = orjson.dumps(obj)
+    start = data.index(b'"abc"')
+    prefix, suffix = data[: start + 1], data[start + 4 :]
+    # the delta's bytes outside the learned prefix and suffix: no span
+    assert _delta_span(data, obj, obj["choices"][0], delta, b"", suffix) == (None, b"")
+    # bytes around the delta that do not parse back: no span
+    odd = b"xx" + orjson.dumps(delta) + b"yy"
+    assert _delta_span(odd, obj, obj["choices"][0], delta, b"xx{", b"}yy") == (None, b"")
+    assert _delta_span(data, obj, obj["choices"][0], delta, prefix, suffix)[0] is not None
