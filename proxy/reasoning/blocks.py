@@ -98,6 +98,14 @@ class Turn:
 # -- utilities ---------------------------------------------------------------
 
 
+def index_key(value: Any) -> Any:
+    """An upstream `index` as a dict key: a list or an object (never valid,
+    but valid JSON) is keyed by its repr instead of failing the stream."""
+    if type(value) is list or type(value) is dict:
+        return repr(value)
+    return value
+
+
 def extract_thinking_blocks(turn: Turn) -> list[ThinkingBlock]:
     """The turn's ThinkingBlocks, in order (hidden ones included)."""
     return turn.thinking

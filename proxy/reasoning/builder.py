@@ -19,6 +19,7 @@ from proxy.reasoning.blocks import (
     ThinkingBlock,
     ToolCall,
     Turn,
+    index_key,
 )
 from proxy.reasoning.native import DetailsMerger, is_opaque_detail
 
@@ -127,7 +128,7 @@ class TurnBuilder:
 
     def tool_call(self, delta: Json) -> None:
         self._block = None
-        key = delta.get("index", len(self._tools))
+        key = index_key(delta.get("index", len(self._tools)))
         tool = self._tools.get(key)
         if tool is None:
             tool = self._tools[key] = _Tool()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from proxy.reasoning.blocks import Json, SourceField
+from proxy.reasoning.blocks import Json, SourceField, index_key
 
 TEXT_FIELDS: tuple[SourceField, ...] = ("reasoning_content", "reasoning", "thinking")
 REASONING_FIELDS = ("reasoning_content", "reasoning", "thinking", "reasoning_details")
@@ -67,7 +67,7 @@ class DetailsMerger:
 
     def add(self, item: Json) -> tuple[Json, bool]:
         """Merge one item; returns the merged item and whether it is new."""
-        index = item.get("index")
+        index = index_key(item.get("index"))
         merged = self.by_index.get(index) if index is not None else None
         if merged is None:
             merged = dict(item)

@@ -27,10 +27,9 @@ from typing import Any
 
 import orjson
 
-from proxy.reasoning.blocks import Json, Turn
+from proxy.reasoning.blocks import Json, Turn, index_key
 from proxy.reasoning.builder import TurnBuilder
 from proxy.reasoning.channels import (
-    NOT_HANDLED,
     UNCHANGED,
     ChoiceSeparator,
     NormalizeOptions,
@@ -210,10 +209,16 @@ class StreamNormalizer:
             ev = events[n]
             if type(ev) is bytes and ev[:1] == b"{":  # a plain JSON data event
                 if n >= runs_from and n + 1 < count and self._shapes:
-                    run, taken = self._run(events, n)
-                    if taken:
+                    run, result = self._run(events, n)
+                    if result is None:  # taken, nothing changed
                         if out is not None:
                             out += _encode_unchanged(events[n : n + run])
+                        n += run - 1
+                        continue
+                    if isinstance(result, bytes):  # taken, rewritten
+                        if out is None:
+                            out = _encode_unchanged(events[:n])
+                        out.append(result)
                         n += run - 1
                         continue
                     runs_from = n + max(run, 1)  # a run not taken goes chunk by chunk
@@ -251,32 +256,67 @@ class StreamNormalizer:
             return verbatim if verbatim is not None else b"".join(_encode_unchanged(events))
         return b"".join(out)
 
-    def _run(self, events: list[bytes | SSEEvent | SSEComment], start: int) -> tuple[int, bool]:
-        """Chunks of one learned shape in a row, from `start` on, that the
-        quick path would each leave unchanged: handled as one delta of their
-        joined text (what the builder keeps is the same). Returns the run's
-        length and whether it was taken (if not, each goes on its own)."""
+    def _run(
+        self, events: list[bytes | SSEEvent | SSEComment], start: int
+    ) -> tuple[int, bytes | bool | None]:
+        """Chunks of one learned shape in a row, from `start` on, handled
+        together as the quick path would handle each. Returns the run's length
+        and None (taken, nothing changed), the bytes to send for them (taken,
+        rewritten) or False (not taken: each goes on its own).
+
+        Unchanged runs, native reasoning or answer text outside any block,
+        are one delta of their joined text (what the builder keeps is the
+        same). Answer text inside a tagged block moves to reasoning chunk by
+        chunk (the splitter holds trailing whitespace back per chunk)."""
         first = events[start]
         for shape in self._shapes:
             if not first.startswith(shape.prefix):  # type: ignore[union-attr]
                 continue
-            state = self._choices.get(shape.index)
-            reasoning = shape.field == "reasoning_content"
-            if state is None or not (state.native if reasoning else state.plain):
-                continue
-            run, text = shape.run(events, start)
-            if run < 2 or not text:
-                return run, False
-            if reasoning:
-                if state.builder.room() < len(text):
+            state = self._choices[shape.index]  # made by the chunk the shape came from
+            if shape.field == "reasoning_content":  # (that chunk made the choice native)
+                run, text = shape.run(events, start)
+                if run < 2 or not text or not state.native or state.builder.room() < len(text):
                     return run, False
                 state.builder.reasoning(text, "reasoning_content")
-                return run, True
-            if "<" in text:
-                return run, False
-            state.builder.text(text)
-            return run, True
+                return run, None
+            if state.plain:
+                run, text = shape.run(events, start)
+                if run < 2 or not text or "<" in text:
+                    return run, False
+                state.builder.text(text)
+                return run, None
+            if not state.native and state.splitter.inside_plain and shape.head is not None:
+                return self._tagged_run(shape, state, events, start)
         return 0, False
+
+    def _tagged_run(
+        self,
+        shape: Shape,
+        state: ChoiceSeparator,
+        events: list[bytes | SSEEvent | SSEComment],
+        start: int,
+    ) -> tuple[int, bytes | bool]:
+        """Answer chunks inside a tagged block: each one's text becomes its
+        reasoning, as `ChoiceSeparator.quick` does, written into the learned
+        bytes (the upstream's own string body when the text is unchanged)."""
+        pieces = shape.pieces(events, start)
+        if len(pieces) < 2:
+            return len(pieces), False
+        before, after, emptied = shape.moved()
+        reasoning_text = state.splitter.reasoning_text
+        builder = state.builder
+        out: list[bytes] = []
+        for ev, body, text in pieces:
+            if not text:  # an empty delta: unchanged
+                out += (b"data: ", ev, b"\n\n")
+                continue
+            moved = reasoning_text(text)
+            if not moved:
+                out.append(emptied)
+                continue
+            builder.reasoning(moved, "think_tag")
+            out += (before, body if moved == text else orjson.dumps(moved)[1:-1], after)
+        return len(pieces), b"".join(out)
 
     def _shaped(self, ev: bytes) -> object:
         """A chunk of a learned shape, handled like `_chunk`'s quick path
@@ -287,9 +327,8 @@ class StreamNormalizer:
             text = shape.text(ev)
             if text is None:
                 continue
-            state = self._choices.get(shape.index)
             delta = shape.with_text(text)
-            handled = state.quick(delta, self._include) if state is not None else NOT_HANDLED
+            handled = self._choices[shape.index].quick(delta, self._include)
             if not handled:
                 return _NOT_QUICK
             if self.tap is not None:
@@ -358,12 +397,13 @@ class StreamNormalizer:
             choice = choices[0]
             if type(choice) is dict and choice.get("finish_reason") is None:
                 delta = choice.get("delta")
-                state = self._choices.get(choice.get("index", 0))
+                index = index_key(choice.get("index", 0))
+                state = self._choices.get(index)
                 if state is not None and type(delta) is dict and "error" not in obj:
                     handled = state.quick(delta, self._include)
                     if handled:
                         if self.tap is not None:
-                            self._tap(choice.get("index", 0), delta)
+                            self._tap(index, delta)
                         if handled == UNCHANGED:
                             return None
                         return b"data: " + orjson.dumps(obj) + b"\n\n"
@@ -381,7 +421,7 @@ class StreamNormalizer:
         for choice in choices:
             if type(choice) is not dict:
                 continue
-            index = choice.get("index", 0)
+            index = index_key(choice.get("index", 0))
             state = self._choices.get(index)
             if state is None:
                 state = self._choices[index] = ChoiceSeparator(self._options)
@@ -429,7 +469,7 @@ class StreamNormalizer:
             else:
                 runs.append((kind, text))
         head = {k: v for k, v in obj.items() if k not in ("choices", "usage")}
-        index = choice.get("index", 0)
+        index = index_key(choice.get("index", 0))
         out = []
         for n, (kind, text) in enumerate(runs[:-1]):
             piece: Json = {"content": text} if kind == V else {"reasoning_content": text}

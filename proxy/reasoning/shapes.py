@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from proxy.reasoning.blocks import Json
+from proxy.reasoning.blocks import Json, index_key
 
 # bytes that end the fast decode: a quote, a backslash (an escape, decoded by
 # orjson) or a control character (invalid raw in JSON; orjson rejects it).
@@ -40,6 +40,7 @@ class Shape:
     """The bytes of one chunk around its delta's text, and what it means."""
 
     __slots__ = (
+        "_moved",
         "delta",
         "field",
         "head",
@@ -74,6 +75,7 @@ class Shape:
         # changed delta without the rest (None: not found, re-encode it all)
         self.head = head
         self.tail = tail
+        self._moved: tuple[bytes, bytes, bytes] | None = None
 
     def text(self, data: bytes) -> str | None:
         """The delta text of a chunk of this shape; None for any other chunk."""
@@ -114,6 +116,52 @@ class Shape:
                 break
             texts.append(text)
         return len(texts), "".join(texts)
+
+    def pieces(self, events: Sequence[object], start: int) -> list[tuple[bytes, bytes, str]]:
+        """The events from `start` on that are chunks of this shape and whose
+        text has no `<`, each with its string body and text, up to the first
+        that is not."""
+        prefix, suffix, skip, cut, min_len = (
+            self.prefix,
+            self.suffix,
+            self.skip,
+            self.suffix_len,
+            self.min_len,
+        )
+        out = []
+        for ev in islice(events, start, None):
+            if (
+                type(ev) is not bytes
+                or len(ev) < min_len
+                or not ev.startswith(prefix)
+                or not ev.endswith(suffix)
+            ):
+                break
+            body = ev[skip : len(ev) - cut]
+            text = _decode(body)
+            if text is None or "<" in text:
+                break
+            out.append((ev, body, text))
+        return out
+
+    def moved(self) -> tuple[bytes, bytes, bytes]:
+        """The event bytes of this shape with its text moved to reasoning, as
+        the quick path writes it (`content` emptied, `reasoning_content` set):
+        the bytes before and after that reasoning's string body, and the
+        whole event for when no reasoning is sent (all held back)."""
+        if self._moved is None:
+            assert self.head is not None
+            delta = self.delta.copy()
+            delta[self.field] = ""
+            emptied = b"data: " + self.head + orjson.dumps(delta) + self.tail + b"\n\n"
+            delta["reasoning_content"] = _PROBE
+            before, after = orjson.dumps(delta).split(orjson.dumps(_PROBE)[1:-1])
+            self._moved = (
+                b"data: " + self.head + before,
+                after + self.tail + b"\n\n",
+                emptied,
+            )
+        return self._moved
 
     def with_text(self, text: str) -> Json:
         """A fresh delta of this shape carrying `text`."""
@@ -170,7 +218,8 @@ def learn(data: bytes, obj: Json) -> Shape | None:
     if not _proves(obj, delta, field, text, prefix + orjson.dumps(_PROBE)[1:-1] + suffix):
         return None
     head, tail = _delta_span(data, obj, choice, delta, prefix, suffix)
-    return Shape(prefix, suffix, field, dict(delta), choice.get("index", 0), head, tail)
+    index = index_key(choice.get("index", 0))
+    return Shape(prefix, suffix, field, dict(delta), index, head, tail)
 
 
 def _locate(data: bytes, key: bytes, encoded: bytes) -> tuple[int, int] | None:

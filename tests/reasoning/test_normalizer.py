@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall
+from proxy.reasoning.blocks import Json, TextPart, ThinkingBlock, ToolCall
 from proxy.reasoning.normalizer import (
     DONE,
     FAILED,
@@ -745,3 +745,30 @@ def test_tap_ignores_other_choices() -> None:
     normalizer.tap = []
     normalizer.feed(render_stream([first, chunk({"content": "mine <th"})]))
     assert normalizer.tap == [("content", "mine "), ("content", "<th")]  # held, then flushed
+
+
+@pytest.mark.parametrize(
+    "delta",
+    [
+        {"content": "hi"},
+        {"tool_calls": [{"index": [1], "id": "a", "function": {"name": "f", "arguments": "{}"}}]},
+        {"reasoning_details": [{"type": "reasoning.text", "text": "x", "index": {"a": 1}}]},
+    ],
+    ids=["choice", "tool-call", "detail"],
+)
+def test_an_index_that_is_a_list_or_an_object_does_not_break_the_stream(delta: Json) -> None:
+    # never valid, but valid JSON: the stream goes on (keyed by the value's repr)
+    event = {"id": "x", "choices": [{"index": [0], "delta": delta, "finish_reason": None}]}
+    data = b"data: " + orjson.dumps(event) + b"\n\n"
+    normalizer = StreamNormalizer()
+    out = normalizer.feed(data + data)
+    done = {"id": "x", "choices": [{"index": [0], "delta": {}, "finish_reason": "stop"}]}
+    out += normalizer.feed(b"data: " + orjson.dumps(done) + b"\n\ndata: [DONE]\n\n")
+    assert normalizer.state == DONE
+    assert out.endswith(b"data: [DONE]\n\n")
+    turn = normalizer.turn()
+    assert turn.complete
+    if "content" in delta:
+        assert turn.content == "hihi"
+    if "tool_calls" in delta:
+        assert [(c.name, c.arguments) for c in turn.tool_calls] == [("ff", "{}{}")]

@@ -781,3 +781,22 @@ def test_proof_helpers_refuse_what_does_not_parse_back() -> None:
     odd = b"xx" + orjson.dumps(delta) + b"yy"
     assert _delta_span(odd, obj, obj["choices"][0], delta, b"xx{", b"}yy") == (None, b"")
     assert _delta_span(data, obj, obj["choices"][0], delta, prefix, suffix)[0] is not None
+
+
+@pytest.mark.parametrize("include", [True, False], ids=["shown", "hidden"])
+def test_a_tagged_run_at_the_start_of_a_read_with_empty_and_blank_chunks(include: bool) -> None:
+    # The block opens in the first read; the second read starts inside it,
+    # so its first chunks are a run of text moved to reasoning, with empty
+    # deltas (unchanged) and whitespace the splitter holds back whole.
+    def content(text: str) -> bytes:
+        return b"data: " + orjson.dumps(answer(text)) + b"\n\n"
+
+    inside = ["a", "b", "", "  ", "   ", "c ", " d", "", "e\n\n", "f", " ", "g"] * 3
+    first = content("<think>") + content("x") + content("y")
+    second = b"".join(content(t) for t in inside) + b": keep-alive\n\n"
+    second += b"".join(content(t) for t in inside) + content("h</think>Done")
+    third = b"".join(content(t) for t in [" and", " done", ""]) + b"data: [DONE]\n\n"
+    fast, slow = assert_same([first, second, third], include)
+    assert fast.turn().thinking[0].thought == slow.turn().thinking[0].thought
+    assert fast.turn().content == "Done and done"
+    assert [s.field for s in fast._shapes] == ["content"]
