@@ -800,3 +800,13 @@ def test_a_tagged_run_at_the_start_of_a_read_with_empty_and_blank_chunks(include
     assert fast.turn().thinking[0].thought == slow.turn().thinking[0].thought
     assert fast.turn().content == "Done and done"
     assert [s.field for s in fast._shapes] == ["content"]
+
+
+def test_an_unchanged_run_after_a_rewritten_chunk_in_the_same_read() -> None:
+    def content(text: str) -> bytes:
+        return b"data: " + orjson.dumps(answer(text)) + b"\n\n"
+
+    read = b"".join(content(t) for t in ["<think>a</think>", "b", "c", "d", "e"])
+    fast, _ = assert_same([read + b"data: [DONE]\n\n"], True)
+    assert fast.turn().content == "bcde"
+    assert fast._shapes
