@@ -93,3 +93,20 @@ def test_rss_run_samples_the_proxy(tmp_path: Path) -> None:
     assert len(run["samples"]) >= 3
     assert run["baseline_mib"] > 0
     assert "growth" in stdout
+
+
+def test_the_client_comparison_reads_events_with_both_clients() -> None:
+    proc = subprocess.run(
+        [sys.executable, "bench/clients.py", "--seconds", "0.5", "--rounds", "1", "--port", "0"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+        start_new_session=True,
+    )
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    lines = proc.stdout.decode().splitlines()
+    assert [line.split()[0] for line in lines] == ["aiohttp", "http1"]
+    for line in lines:
+        events = int(line.split()[3].replace(",", ""))
+        assert events >= 200  # at least one whole stream each
+        assert "us per event" in line
