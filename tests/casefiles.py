@@ -76,6 +76,15 @@ def read_stream(body: bytes) -> dict[str, Any]:
     }
 
 
+def cut_at(body: bytes, sizes: list[int]) -> list[bytes]:
+    """`body` in reads of the given sizes, and the rest as the last read."""
+    pieces, pos = [], 0
+    for size in sizes:
+        pieces.append(body[pos : pos + size])
+        pos += size
+    return [*pieces, body[pos:]]
+
+
 def no_ws(text: str) -> str:
     return "".join(text.split())
 

@@ -806,6 +806,7 @@ async def test_connect_timeout() -> None:
         b"HTTP/1.1 200 OK\r\nBad Header\r\n\r\n",
         chunked_head() + b"zz\r\nabc\r\n0\r\n\r\n",
         chunked_head() + b"3\r\nabcXX\r\n0\r\n\r\n",
+        b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ws\r\n\r\nxx",
     ],
     ids=[
         "not-http",
@@ -815,6 +816,7 @@ async def test_connect_timeout() -> None:
         "header-without-colon",
         "bad-chunk-size",
         "chunk-longer-than-its-size",
+        "protocol-switch",
     ],
 )
 async def test_malformed_responses_raise_bad_response(answer: bytes) -> None:
@@ -827,19 +829,6 @@ async def test_malformed_responses_raise_bad_response(answer: bytes) -> None:
         with pytest.raises(http1.BadResponse):
             await get(pool, up)
         await wait_until(lambda: up.closed_by_client == 1, "the client closes the connection")
-
-
-async def test_a_protocol_switch_is_not_a_response() -> None:
-    answer = b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: ws\r\n\r\nxx"
-
-    async def handler(conn: Conn) -> None:
-        if await conn.request() is not None:
-            await conn.send(answer)
-            await conn.until_closed()
-
-    async with serving(handler) as up, opened_pool() as pool:
-        with pytest.raises(http1.BadResponse):
-            await get(pool, up)
 
 
 async def test_headers_larger_than_max_head_bytes_raise_bad_response() -> None:

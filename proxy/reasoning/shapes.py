@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -85,10 +85,10 @@ class Shape:
             return None
         return _decode(data[self.skip : len(data) - self.suffix_len])
 
-    def run(self, events: Sequence[object], start: int) -> tuple[int, str]:
-        """How many events from `start` on are chunks of this shape, and
-        their texts joined: the bodies are cut out one by one, checked and
-        decoded together (one pass for the common run of plain ASCII)."""
+    def bodies(self, events: Sequence[object], start: int) -> list[bytes]:
+        """The string bodies of the events from `start` on that are chunks of
+        this shape by their bytes, up to the first that is not (the bodies
+        are not checked yet)."""
         prefix, suffix, skip, cut, min_len = (
             self.prefix,
             self.suffix,
@@ -106,6 +106,13 @@ class Shape:
             ):
                 break
             bodies.append(ev[skip : len(ev) - cut])
+        return bodies
+
+    def run(self, events: Sequence[object], start: int) -> tuple[int, str]:
+        """How many events from `start` on are chunks of this shape, and
+        their texts joined: the bodies are checked and decoded together (one
+        pass for the common run of plain ASCII)."""
+        bodies = self.bodies(events, start)
         joined = b"".join(bodies)
         if joined.isascii() and len(joined.translate(None, _SPECIAL)) == len(joined):
             return len(bodies), joined.decode("ascii")
@@ -121,27 +128,13 @@ class Shape:
         """The events from `start` on that are chunks of this shape and whose
         text has no `<`, each with its string body and text, up to the first
         that is not."""
-        prefix, suffix, skip, cut, min_len = (
-            self.prefix,
-            self.suffix,
-            self.skip,
-            self.suffix_len,
-            self.min_len,
-        )
         out = []
-        for ev in islice(events, start, None):
-            if (
-                type(ev) is not bytes
-                or len(ev) < min_len
-                or not ev.startswith(prefix)
-                or not ev.endswith(suffix)
-            ):
-                break
-            body = ev[skip : len(ev) - cut]
+        matched = self.bodies(events, start)  # one body per event, in order
+        for ev, body in zip(islice(events, start, None), matched, strict=False):
             text = _decode(body)
             if text is None or "<" in text:
                 break
-            out.append((ev, body, text))
+            out.append((cast(bytes, ev), body, text))
         return out
 
     def moved(self) -> tuple[bytes, bytes, bytes]:

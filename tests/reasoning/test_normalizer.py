@@ -23,7 +23,7 @@ from proxy.reasoning.normalizer import (
     normalize_completion,
 )
 from proxy.reasoning.tags import DEFAULT_TAG_SET
-from tests.casefiles import chunk, load_cases, no_ws, read_stream, render_stream
+from tests.casefiles import chunk, cut_at, load_cases, no_ws, read_stream, render_stream
 
 INGRESS = load_cases("ingress")
 STREAMED = [c for c in INGRESS if c["stream"]]
@@ -37,14 +37,6 @@ def run_stream(body: bytes, pieces: list[bytes] | None = None, **kw: Any) -> tup
     normalizer = StreamNormalizer(NormalizeOptions(**kw))
     out = b"".join(normalizer.feed(p) for p in (pieces if pieces is not None else [body]))
     return out + normalizer.finish(), normalizer
-
-
-def cut_at(body: bytes, sizes: list[int]) -> list[bytes]:
-    pieces, pos = [], 0
-    for size in sizes:
-        pieces.append(body[pos : pos + size])
-        pos += size
-    return [*pieces, body[pos:]]
 
 
 def check_case(case: dict[str, Any], client: dict[str, Any], turn: Any) -> None:

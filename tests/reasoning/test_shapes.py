@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from proxy.reasoning.normalizer import NormalizeOptions, StreamNormalizer
 from proxy.reasoning.shapes import Shape, _delta_span, _proves, learn
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent
-from tests.casefiles import chunk
+from tests.casefiles import chunk, cut_at
 
 Json = dict[str, Any]
 
@@ -580,14 +580,6 @@ def streams(draw: st.DrawFn) -> bytes:
     if draw(st.integers(0, 7)) == 7:  # CRLF framing: events the decoder builds objects for
         body = body.replace(b"\n", b"\r\n")
     return body
-
-
-def cut_at(body: bytes, sizes: list[int]) -> list[bytes]:
-    pieces, pos = [], 0
-    for size in sizes:
-        pieces.append(body[pos : pos + size])
-        pos += size
-    return [*pieces, body[pos:]]
 
 
 def events_of(out: bytes) -> list[Any]:
