@@ -67,10 +67,16 @@ class Received:
     query: str
     headers: Mapping[str, str]  # case-insensitive
     body: bytes
+    peer: tuple[str, int] | None = None  # the connection it came on (the proxy's side)
 
     @property
     def json(self) -> Any:
         return json.loads(self.body)
+
+
+def _peer(request: web.Request) -> tuple[str, int] | None:
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    return (peer[0], peer[1]) if peer else None
 
 
 class FakeUpstream:
@@ -142,6 +148,7 @@ class FakeUpstream:
                 request.query_string,
                 CIMultiDict(request.headers),
                 body,
+                _peer(request),
             )
         )
         answer = self._script.popleft() if self._script else self._default(request.path)

@@ -532,3 +532,45 @@ def test_health_and_readiness(upstream: FakeUpstream) -> None:
     assert ready.json()["store"] == "ok"
     assert missing.status_code == 404
     assert missing.json()["error"]["code"] == "not_found"
+
+
+# -- connections to the upstream ---------------------------------------------------
+
+
+def test_upstream_connections_are_kept_alive_and_reused(upstream: FakeUpstream) -> None:
+    # Sequential requests of every kind go over one pooled upstream connection:
+    # streams read to [DONE], whole responses, and pass-through requests.
+    answers: list[Any] = []
+    for n in range(3):
+        answers.append(Stream([chunk({"content": f"part {n}"}), chunk({}, "stop")]))
+        answers.append(Json(_completion(n)))
+        answers.append(Json({"object": "list", "data": []}))  # the /models request
+    upstream.script(*answers)
+    with running_proxy(route_config(upstream)) as proxy, httpx.Client(timeout=30) as client:
+        for n in range(3):
+            r = client.post(f"{proxy.url}/chat/completions", json=body(stream=True), headers=KEY)
+            assert r.status_code == 200
+            assert f"part {n}" in r.text
+            r = client.post(f"{proxy.url}/chat/completions", json=body(stream=False), headers=KEY)
+            assert r.json()["choices"][0]["message"]["content"] == f"answer {n}"
+            assert client.get(f"{proxy.url}/models", headers=KEY).status_code == 200
+    peers = {r.peer for r in upstream.requests}
+    assert len(upstream.requests) == 9
+    assert None not in peers
+    assert len(peers) == 1, peers
+
+
+def _completion(n: int) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": f"answer {n}"},
+                "finish_reason": "stop",
+            }
+        ],
+    }
