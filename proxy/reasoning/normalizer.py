@@ -359,15 +359,18 @@ class StreamNormalizer:
         if type(ev) is SSEComment:
             out.append(encode_comment(ev.text))
             return True
+        last_id = b""  # the upstream's `id:`, kept on the event it came with
         if type(ev) is bytes:
             data, name = ev, None
         else:
             assert type(ev) is SSEEvent
             data, name = ev.data, ev.event
+            if ev.id is not None:
+                last_id = b"id: " + ev.id.encode() + b"\n"
         if name is not None and name != "message":
             if name == "error":
                 self._upstream_error = data
-            out.append(encode_event(data, name))
+            out.append(last_id + encode_event(data, name))
             return True
         if data.strip() == b"[DONE]":
             out.append(self._flush_choices())
@@ -385,7 +388,7 @@ class StreamNormalizer:
             )
             return False
         changed = self._chunk(obj) if type(obj) is dict else None
-        out.append(changed if changed is not None else encode_event(data))
+        out.append(last_id + (changed if changed is not None else encode_event(data)))
         return True
 
     def _chunk(self, obj: Json) -> bytes | None:

@@ -22,6 +22,7 @@ from proxy.reasoning.normalizer import (
     StreamNormalizer,
     normalize_completion,
 )
+from proxy.reasoning.sse import SSEDecoder, SSEEvent
 from proxy.reasoning.tags import DEFAULT_TAG_SET
 from tests.casefiles import chunk, cut_at, load_cases, no_ws, read_stream, render_stream
 
@@ -764,3 +765,25 @@ def test_an_index_that_is_a_list_or_an_object_does_not_break_the_stream(delta: J
         assert turn.content == "hihi"
     if "tool_calls" in delta:
         assert [(c.name, c.arguments) for c in turn.tool_calls] == [("ff", "{}{}")]
+
+
+def test_an_upstream_event_id_stays_on_its_event() -> None:
+    def event(delta: Json, id_: str | None = None, name: str | None = None) -> bytes:
+        data = orjson.dumps({"id": "x", "choices": [{"index": 0, "delta": delta}]})
+        head = (f"id: {id_}\n" if id_ else "") + (f"event: {name}\n" if name else "")
+        return head.encode() + b"data: " + data + b"\n\n"
+
+    normalizer = StreamNormalizer()
+    out = normalizer.feed(
+        event({"content": "<think>a</think>b"}, "7")  # rewritten
+        + event({"content": "c"}, "8")  # passed as it came
+        + event({"content": "d"})
+        + event({}, "9", "ping")  # a named event
+    )
+    decoder = SSEDecoder()
+    got = [
+        (e.id, e.event, orjson.loads(e.data)) for e in decoder.feed(out) if isinstance(e, SSEEvent)
+    ]
+    assert [(i, n) for i, n, _ in got] == [("7", None), ("8", None), ("8", None), ("9", "ping")]
+    assert got[0][2]["choices"][0]["delta"] == {"content": "b", "reasoning_content": "a"}
+    assert out.count(b"id: ") == 3
