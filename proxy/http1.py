@@ -469,13 +469,16 @@ class Pool:
                 return conn
         return None
 
+    def tls_context(self) -> ssl.SSLContext:
+        """The TLS context of every HTTPS connection (the system's trust
+        store, made on first use)."""
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        return self._ssl
+
     async def _connect(self, origin: Origin, within: float) -> _Connection:
         loop = asyncio.get_running_loop()
-        context = None
-        if origin.tls:
-            if self._ssl is None:
-                self._ssl = ssl.create_default_context()
-            context = self._ssl
+        context = self.tls_context() if origin.tls else None
         try:
             async with asyncio.timeout(within):
                 _, conn = await loop.create_connection(

@@ -97,6 +97,11 @@ class Upstream:
     async def start(self) -> None:
         self._pool = http1.Pool(limit=self._pool_size, keepalive=30.0)
 
+    def load_tls(self) -> None:
+        """Load the system's trust store ahead of the first HTTPS request."""
+        if self._pool is not None:
+            self._pool.tls_context()
+
     async def close(self) -> None:
         if self._pool is not None:
             await self._pool.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -80,9 +81,10 @@ def _peer(request: web.Request) -> tuple[str, int] | None:
 
 
 class FakeUpstream:
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._tls = tls  # a server context: HTTPS
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}/v1"
         self.requests: list[Received] = []
         self._script: deque[Any] = deque()
         self.disconnects = 0
@@ -134,7 +136,7 @@ class FakeUpstream:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
         self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port, ssl_context=self._tls)
         self._loop.run_until_complete(site.start())
         self._ready.set()
         self._loop.run_forever()

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import itertools
 import socket
+import ssl
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
+import trustme
 
 from tests.casefiles import chunk, read_stream
 from tests.harness import FakeUpstream, Hang, Json, Stream, free_port, route_config, running_proxy
@@ -574,3 +577,38 @@ def _completion(n: int) -> dict[str, Any]:
             }
         ],
     }
+
+
+@pytest.fixture(scope="module")
+def tls_ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["trusted", "untrusted"])
+def test_an_https_upstream(
+    tls_ca: trustme.CA, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, trusted: bool
+) -> None:
+    # The proxy verifies upstream certificates against the system's trust
+    # store; SSL_CERT_FILE points it at the test CA, as an operator could.
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls_ca.issue_cert("127.0.0.1").configure_cert(server)
+    if trusted:
+        tls_ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+        monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))
+    upstream = FakeUpstream(tls=server).start()
+    try:
+        upstream.script(Stream([chunk({"content": "<think>hm</think>Hi"}), chunk({}, "stop")]))
+        with running_proxy(route_config(upstream)) as proxy, httpx.Client(timeout=30) as client:
+            assert proxy.config.routes[0].upstream.startswith("https://")
+            r = client.post(f"{proxy.url}/chat/completions", json=body(), headers=KEY)
+        if trusted:
+            assert r.status_code == 200
+            stream = read_stream(r.content)
+            assert (stream["content"], stream["reasoning"]) == ("Hi", "hm")
+            assert len(upstream.chat_requests()) == 1
+        else:
+            assert r.status_code == 502
+            assert r.json()["error"]["code"] == "upstream_unreachable"
+            assert upstream.chat_requests() == []
+    finally:
+        upstream.stop()
