@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import islice
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
@@ -128,13 +128,30 @@ class Shape:
         """The events from `start` on that are chunks of this shape and whose
         text has no `<`, each with its string body and text, up to the first
         that is not."""
+        # The scan of `bodies`, but stopping at the first text with `<`: the
+        # event there goes on its own, and a scan past it would be repeated
+        # from the next event on (the loop is not shared for that reason).
+        prefix, suffix, skip, cut, min_len = (
+            self.prefix,
+            self.suffix,
+            self.skip,
+            self.suffix_len,
+            self.min_len,
+        )
         out = []
-        matched = self.bodies(events, start)  # one body per event, in order
-        for ev, body in zip(islice(events, start, None), matched, strict=False):
+        for ev in islice(events, start, None):
+            if (
+                type(ev) is not bytes
+                or len(ev) < min_len
+                or not ev.startswith(prefix)
+                or not ev.endswith(suffix)
+            ):
+                break
+            body = ev[skip : len(ev) - cut]
             text = _decode(body)
             if text is None or "<" in text:
                 break
-            out.append((cast(bytes, ev), body, text))
+            out.append((ev, body, text))
         return out
 
     def moved(self) -> tuple[bytes, bytes, bytes]:
