@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -76,9 +76,13 @@ def read_stream(body: bytes) -> dict[str, Any]:
     }
 
 
-def cut_at(body: bytes, sizes: list[int]) -> list[bytes]:
-    """`body` in reads of the given sizes, and the rest as the last read."""
-    pieces, pos = [], 0
+Cut = TypeVar("Cut", str, bytes)
+
+
+def cut_at(body: Cut, sizes: list[int]) -> list[Cut]:
+    """`body` in pieces of the given sizes, and the rest as the last piece."""
+    pieces: list[Cut] = []
+    pos = 0
     for size in sizes:
         pieces.append(body[pos : pos + size])
         pos += size

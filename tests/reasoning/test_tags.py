@@ -16,6 +16,7 @@ from proxy.reasoning.tags import (
     TagSplitter,
     Visible,
 )
+from tests.casefiles import cut_at
 
 
 def split(
@@ -196,14 +197,6 @@ texts = st.lists(st.sampled_from(TOKENS), max_size=30).map("".join)
 DELIMITERS = DEFAULT_TAG_SET.delimiters()
 
 
-def cut(text: str, sizes: list[int]) -> list[str]:
-    pieces, pos = [], 0
-    for size in sizes:
-        pieces.append(text[pos : pos + size])
-        pos += size
-    return [*pieces, text[pos:]]
-
-
 @given(texts, st.booleans())
 def test_invariant_1_no_delimiter_in_the_answer(text: str, implicit: bool) -> None:
     visible, _ = channels(split([text], implicit=implicit))
@@ -212,7 +205,7 @@ def test_invariant_1_no_delimiter_in_the_answer(text: str, implicit: bool) -> No
 
 @given(texts, st.lists(st.integers(min_value=0, max_value=6), max_size=40), st.booleans())
 def test_invariant_2_split_invariance(text: str, sizes: list[int], implicit: bool) -> None:
-    assert channels(split(cut(text, sizes), implicit=implicit)) == channels(
+    assert channels(split(cut_at(text, sizes), implicit=implicit)) == channels(
         split([text], implicit=implicit)
     )
 
