@@ -86,7 +86,8 @@ def cut_at(body: Cut, sizes: list[int]) -> list[Cut]:
     for size in sizes:
         pieces.append(body[pos : pos + size])
         pos += size
-    return [*pieces, body[pos:]]
+    pieces.append(body[pos:])
+    return pieces
 
 
 def no_ws(text: str) -> str:
