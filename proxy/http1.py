@@ -6,8 +6,8 @@ per HTTP chunk (its stream reader's bookkeeping); this client hands the parser
 (httptools, llhttp in C) the socket's bytes and keeps the body pieces of one
 read in a list, so a read of 200 chunked events costs one wake-up and one join.
 Measured on one core against the bench upstream, 32 concurrent streams of 200
-events (`bench/clients.py`): 1.3-1.4 us of CPU per event here, 5.2-5.3 us
-with aiohttp (README, Benchmarks).
+events (`bench/clients.py`): 1.1-1.4 us of CPU per event here, 3.9-5.3 us
+with aiohttp, 44 us with httpx (README, Benchmarks).
 
 What it does: keep-alive connections pooled per origin (most recently used
 first, closed after `keepalive` seconds idle), TLS with the system's trust

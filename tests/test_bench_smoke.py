@@ -105,7 +105,7 @@ def test_the_client_comparison_reads_events_with_both_clients() -> None:
     )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")
     lines = proc.stdout.decode().splitlines()
-    assert [line.split()[0] for line in lines] == ["aiohttp", "http1"]
+    assert [line.split()[0] for line in lines] == ["aiohttp", "httpx", "http1"]
     for line in lines:
         events = int(line.split()[3].replace(",", ""))
         assert events >= 200  # at least one whole stream each
