@@ -6,9 +6,12 @@ multi-process mode is used: the CLI points PROMETHEUS_MULTIPROC_DIR at a
 fresh directory before the workers start, and /metrics aggregates the files.
 
 `configure_logging` installs one handler on the root logger (uvicorn's
-loggers propagate to it) with a redacting filter: Authorization values,
-`api_key` values, `sk-...` tokens and every configured secret are replaced
-in the message, its arguments, extra fields and tracebacks.
+loggers propagate to it) with a redacting filter (`Redactor`): every
+configured secret, Authorization values, fields with a credential's name
+(`api_key`, `token`, `password`, ... at any depth of an extra field such as
+a logged body, or written as text), and keys with a known prefix (`sk-...`,
+`gsk_...`) are replaced in the message, its arguments, extra fields and
+tracebacks.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import (
@@ -140,18 +143,118 @@ class Metrics:
 
 # -- logs ------------------------------------------------------------------------------
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+# Field names whose values are credentials. A name is compared lower-cased with
+# `-` and `_` removed, so `api_key`, `apiKey`, `x-api-key` and `X_API_KEY` are
+# one name; it is sensitive when it is `key` or ends in one of these suffixes
+# (`access_token`, `client_secret`, `x-goog-api-key`, `proxy-authorization`).
+# `max_tokens` and `prompt_tokens` end in `tokens`, so they stay; so do
+# `prompt_cache_key` and `idempotency_key` (only api/access/private/secret
+# keys count).
+_SENSITIVE_EXACT = frozenset({"key"})
+_SENSITIVE_SUFFIXES = (
+    "apikey",
+    "accesskey",
+    "privatekey",
+    "secretkey",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "authorization",
+    "cookie",
+)
+
+
+def sensitive_name(name: object) -> bool:
+    """True when a field of this name holds a credential."""
+    if isinstance(name, bytes):
+        name = name.decode("latin-1")
+    if not isinstance(name, str):
+        return False
+    folded = name.lower().replace("-", "").replace("_", "")
+    return folded in _SENSITIVE_EXACT or folded.endswith(_SENSITIVE_SUFFIXES)
+
+
+# The same names written as text: `"password": "x"`, `token=x`, `'apiKey': 'x'`.
+# A quoted value is replaced up to its closing quote (or the end, when it was
+# cut); an unquoted one up to a space, quote, comma, `&`, `;` or bracket.
+_NAME_TEXT = (
+    r"(?<![A-Za-z0-9_-])(?:key|[A-Za-z0-9_-]*?"
+    r"(?:api[_-]?key|access[_-]?key|private[_-]?key|secret[_-]?key"
+    r"|token|secret|passw(?:or)?d|cookie))"
+)
+_NAMED_VALUE = re.compile(
+    r"(?i)(" + _NAME_TEXT + r"""['"]?\s*[:=]\s*)"""
+    r"""("(?:[^"\\\n]|\\.)*"?|'[^'\n]*'?|[^\s'",;&}\])]+)"""
+)
+
+
+def _named_value(match: re.Match[str]) -> str:
+    value = match.group(2)
+    quote = value[0] if value[0] in "'\"" else ""
+    return f"{match.group(1)}{quote}{REDACTED}{quote}"
+
+
+# Key formats recognised by their prefix, wherever they appear. Each prefix
+# needs a long run of key characters after it, so `sk-learn` or `hf_hub` stay.
+_KEY_PREFIXES: tuple[tuple[str, int], ...] = (
+    ("sk-", 6),  # OpenAI, Anthropic (sk-ant-), OpenRouter (sk-or-), DeepSeek
+    ("gsk_", 20),  # Groq
+    ("xai-", 20),  # xAI
+    ("AIza", 30),  # Google
+    ("hf_", 20),  # Hugging Face
+    ("pplx-", 20),  # Perplexity
+    ("r8_", 20),  # Replicate
+    ("ghp_", 20),  # GitHub (personal, OAuth, user, server, refresh)
+    ("gho_", 20),
+    ("ghu_", 20),
+    ("ghs_", 20),
+    ("ghr_", 20),
+    ("github_pat_", 20),
+    ("sk_live_", 10),  # Stripe-style secret and restricted keys
+    ("sk_test_", 10),
+    ("rk_live_", 10),
+    ("rk_test_", 10),
+    ("xoxb-", 10),  # Slack
+    ("xoxp-", 10),
+)
+_PREFIXED_KEY = re.compile(
+    "|".join(
+        rf"(?<![A-Za-z0-9])({re.escape(prefix)})[A-Za-z0-9_\-]{{{length},}}"
+        for prefix, length in _KEY_PREFIXES
+    )
+)
+
+
+def _prefixed_key(match: re.Match[str]) -> str:
+    return next(g for g in match.groups() if g is not None) + REDACTED
+
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
     (re.compile(r"(?i)\b(bearer)\s+[^\s'\",}]+"), r"\1 " + REDACTED),
+    # an Authorization value runs to the end of the field: `Basic dXNl...`
     (
         re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)(?!bearer\b)[^'\"\n,}]+"),
         r"\1" + REDACTED,
     ),
-    (re.compile(r"(?i)(api[_-]?key['\"]?\s*[:=]\s*['\"]?)[^'\"\s,}]+"), r"\1" + REDACTED),
-    (re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}"), "sk-" + REDACTED),
+    (_NAMED_VALUE, _named_value),
+    (_PREFIXED_KEY, _prefixed_key),
 )
+
+_SCALARS = (str, int, float)
 
 
 class Redactor:
+    """Removes credentials from log text and from structured fields.
+
+    Text: every configured secret, bearer and Authorization values, values
+    after a sensitive name (`"token": "x"`, `password=x`), and keys with a
+    known prefix. Structures (dicts, lists, at any depth): the value of a
+    field with a sensitive name (a dict key, or the first item of a
+    two-item list such as a header pair) becomes REDACTED; when that value is itself a
+    dict or list, its shape is kept and every string or number in it becomes
+    REDACTED. Booleans and nulls stay: they are no secret."""
+
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         # longest first, so a secret that contains another is replaced whole
         self._secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
@@ -167,11 +270,34 @@ class Redactor:
     def value(self, value: Any) -> Any:
         if isinstance(value, str):
             return self(value)
-        if isinstance(value, dict):
-            return {k: self.value(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        if isinstance(value, Mapping):
+            return {k: self.field(k, v) for k, v in value.items()}
+        if isinstance(value, list | tuple | set | frozenset):
+            if len(value) == 2 and isinstance(value, list | tuple):
+                name, item = value  # a (name, value) pair, as in header lists
+                if sensitive_name(name):
+                    return [self.value(name), _hidden(item)]
             return [self.value(v) for v in value]
+        # anything else is logged as its str(): redact that
+        return self(str(value))
+
+    def field(self, name: object, value: Any) -> Any:
+        """The value of field `name`, redacted."""
+        return _hidden(value) if sensitive_name(name) else self.value(value)
+
+
+def _hidden(value: Any) -> Any:
+    if isinstance(value, bool) or value is None:
         return value
+    if isinstance(value, _SCALARS):
+        return REDACTED
+    if isinstance(value, Mapping):
+        return {k: _hidden(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_hidden(v) for v in value]
+    return REDACTED
 
 
 # record attributes that are not extra fields (uvicorn adds an ANSI-coloured
@@ -197,7 +323,7 @@ class RedactingFilter(logging.Filter):
             record.stack_info = self.redact(record.stack_info)
         for key, value in list(record.__dict__.items()):
             if key not in _STANDARD:
-                setattr(record, key, self.redact.value(value))
+                setattr(record, key, self.redact.field(key, value))
         return True
 
 

@@ -7,6 +7,7 @@ import io
 import json
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from proxy.observability import (
     Redactor,
     TextFormatter,
     configure_logging,
+    sensitive_name,
     truncate,
 )
 
@@ -34,6 +36,21 @@ SECRET = "configured-upstream-key-123"
         "x-api-key: abc.def-ghi",
         "the key sk-proj-abcdefghijkl leaked",
         f"route key {SECRET} leaked",
+        # a credential's name written as text, quoted or not, any spelling
+        '{"password": "abc.def-ghi"}',
+        "{'apiKey': 'abc.def-ghi'}",
+        '{"x-goog-api-key":"abc.def-ghi"}',
+        "token=abc.def-ghi&next=1",
+        "POST /oauth client_secret=abc.def-ghi; refresh_token: abc.def-ghi",
+        '{"key": "abc.def-ghi"}',
+        '{"access_token": "abc.def-ghi with spaces"}',
+        '{"token": "abc.def-ghi',  # a body cut by truncate() inside the value
+        # keys known by their prefix
+        "groq gsk_abcdefghijkl0123456789abcdefghijkl",
+        "xai xai-abcdefghijkl0123456789abcdefghijkl",
+        "google AIzaSyabcdefghijkl0123456789abcdefghi",
+        "hugging face hf_abcdefghijkl0123456789ABCDEF",
+        "anthropic sk-ant-api03-abcdefghijkl",
     ],
 )
 def test_redactor_removes_credentials(text: str) -> None:
@@ -43,9 +60,61 @@ def test_redactor_removes_credentials(text: str) -> None:
         assert leaked not in out
 
 
-def test_redactor_leaves_ordinary_text_alone() -> None:
-    text = "route main status 200 tokens 123 task-list"
+@pytest.mark.parametrize(
+    "text",
+    [
+        "route main status 200 tokens 123 task-list",
+        '{"max_tokens": 100, "prompt_tokens": 5, "completion_tokens_details": {}}',
+        "monkey: 4, hotkey=f5, keyboard: us, prompt_cache_key: c1",
+        "sk-learn hf_hub hf_transfer xai-grok gsk_short AIzaShort risk-free",
+    ],
+)
+def test_redactor_leaves_ordinary_text_alone(text: str) -> None:
     assert Redactor([SECRET])(text) == text
+
+
+@pytest.mark.parametrize(
+    ("name", "sensitive"),
+    [
+        ("api_key", True),
+        ("apiKey", True),
+        ("X-API-KEY", True),
+        ("x-goog-api-key", True),
+        ("key", True),
+        ("Token", True),
+        ("access_token", True),
+        ("refreshToken", True),
+        ("client_secret", True),
+        ("password", True),
+        ("Proxy-Authorization", True),
+        ("aws_secret_access_key", True),
+        ("max_tokens", False),
+        ("prompt_tokens", False),
+        ("prompt_cache_key", False),
+        ("keys", False),
+        ("monkey", False),
+        (b"authorization", True),
+        ("model", False),
+        (3, False),
+    ],
+)
+def test_sensitive_names(name: object, sensitive: bool) -> None:
+    assert sensitive_name(name) is sensitive
+
+
+def test_structured_values_keep_their_shape() -> None:
+    body = {
+        "api_key": "plainkey-1234567890",
+        "token": {"value": "tok-abcdef", "expires": 3600, "rotating": True, "scope": None},
+        "secrets": ["not-a-credential-name"],
+        "max_tokens": 100,
+    }
+    assert Redactor().value(body) == {
+        "api_key": REDACTED,
+        "token": {"value": REDACTED, "expires": REDACTED, "rotating": True, "scope": None},
+        "secrets": ["not-a-credential-name"],
+        "max_tokens": 100,
+    }
 
 
 @pytest.fixture
@@ -100,22 +169,90 @@ def test_text_format(captured: tuple[logging.Logger, io.StringIO, logging.Handle
     assert SECRET not in line
 
 
-def test_configure_logging_routes_uvicorn_through_the_redactor(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+@pytest.fixture
+def root_logging() -> Iterator[None]:
+    """Restores the root logger that configure_logging replaces."""
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
     try:
-        configure_logging("debug", "json", [SECRET])
-        logging.getLogger("uvicorn.error").warning("client sent %s", SECRET)
-        err = capsys.readouterr().err
-        assert json.loads(err.strip().splitlines()[-1])["msg"] == f"client sent {REDACTED}"
+        yield
     finally:
         for handler in list(root.handlers):
             root.removeHandler(handler)
         for handler in saved[0]:
             root.addHandler(handler)
         root.setLevel(saved[1])
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_configure_logging_routes_uvicorn_through_the_redactor(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("debug", "json", [SECRET])
+    logging.getLogger("uvicorn.error").warning("client sent %s", SECRET)
+    err = capsys.readouterr().err
+    assert json.loads(err.strip().splitlines()[-1])["msg"] == f"client sent {REDACTED}"
+
+
+# one value per place a body can hide a credential; none is a configured
+# secret, and none has a known prefix: only the field names give them away
+NESTED_SECRETS = {
+    "top": "plainkey-1234567890",
+    "camel": "camel-0987654321",
+    "nested": "tok-abcdef123456",
+    "in_list": "listed-pass-5555",
+    "deep": "deep-secret-7777",
+    "header": "hdr-key-3333",
+    "pair": "pair-key-2222",
+    "number": "424242424242",
+    "text": "text-token-9999",
+}
+
+
+def nested_body() -> dict[str, Any]:
+    s = NESTED_SECRETS
+    return {
+        "model": "m",
+        "api_key": s["top"],
+        "apiKey": s["camel"],
+        "max_tokens": 100,
+        "metadata": {"token": s["nested"], "user": "u1"},
+        "messages": [
+            {"role": "user", "content": f'log line: {{"password": "{s["text"]}"}}'},
+            {"role": "user", "content": "hi", "credentials": [{"password": s["in_list"]}]},
+        ],
+        "extra": {"a": [{"b": {"client_secret": s["deep"]}}]},
+        "headers": [["X-Api-Key", s["pair"]], {"x-goog-api-key": s["header"]}, ["model", "m"]],
+        "pin": {"access_token": int(s["number"])},
+    }
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+@pytest.mark.usefixtures("root_logging")
+def test_a_logged_body_loses_credentials_at_any_depth(
+    capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    configure_logging("info", fmt, [SECRET])
+    logging.getLogger("proxy.chat").info("request", extra={"body": truncate(nested_body())})
+    logging.getLogger("proxy.chat").info("request", extra={"token": NESTED_SECRETS["top"]})
+    err = capsys.readouterr().err
+    assert err.count("request") == 2
+    for value in NESTED_SECRETS.values():
+        assert value not in err
+    if fmt == "json":
+        body = json.loads(err.splitlines()[0])["body"]
+        assert body["api_key"] == REDACTED
+        assert body["metadata"] == {"token": REDACTED, "user": "u1"}
+        assert body["messages"][1]["credentials"] == [{"password": REDACTED}]
+        assert body["extra"] == {"a": [{"b": {"client_secret": REDACTED}}]}
+        assert body["pin"] == {"access_token": REDACTED}
+        assert body["max_tokens"] == 100
+        assert body["headers"] == [
+            ["X-Api-Key", REDACTED],
+            {"x-goog-api-key": REDACTED},
+            ["model", "m"],
+        ]
+        assert json.loads(err.splitlines()[1])["token"] == REDACTED
 
 
 def test_truncate_cuts_long_strings_everywhere() -> None:

@@ -1,0 +1,63 @@
+"""Input the proxy must not trust or echo, end to end: credentials in logged
+bodies, a byte-order mark before the upstream's first event, and a
+conversation id header sent twice."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from proxy.observability import REDACTED, configure_logging
+from tests.harness import FakeUpstream, route_config, running_proxy
+
+KEY = {"Authorization": "Bearer sk-hygiene-test"}
+
+
+@pytest.fixture
+def root_logging() -> Iterator[None]:
+    """Restores the root logger that configure_logging replaces."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved[0]:
+            root.addHandler(handler)
+        root.setLevel(saved[1])
+
+
+# -- logged bodies ------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_log_bodies_never_logs_credentials_in_the_body(
+    upstream: FakeUpstream, capsys: pytest.CaptureFixture[str]
+) -> None:
+    configure_logging("info", "json", [])
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "marker-visible-content"}],
+        "api_key": "plainkey-1234567890",
+        "metadata": {"token": "tok-abcdef123456", "user": "u-7"},
+    }
+    config = route_config(upstream, top={"server": {"log_bodies": True}})
+    with running_proxy(config) as proxy:
+        r = httpx.post(f"{proxy.url}/chat/completions", json=body, headers=KEY, timeout=30)
+        assert r.status_code == 200
+    err = capsys.readouterr().err
+    assert "plainkey-1234567890" not in err
+    assert "tok-abcdef123456" not in err
+    lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    logged = [line["body"] for line in lines if line.get("msg") == "request"]
+    assert len(logged) == 1  # the body was logged, with its credentials replaced
+    assert logged[0]["messages"][0]["content"] == "marker-visible-content"
+    assert logged[0]["api_key"] == REDACTED
+    assert logged[0]["metadata"] == {"token": REDACTED, "user": "u-7"}
+    # the upstream still gets the body the client sent
+    assert upstream.chat_requests()[0].json["api_key"] == "plainkey-1234567890"
