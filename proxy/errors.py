@@ -99,6 +99,15 @@ class StoreUnavailable(ProxyError):
     default_code = "store_unavailable"
 
 
+class UpstreamBusy(ProxyError):
+    """No upstream request slot came free in time; nothing was sent (carries
+    Retry-After)."""
+
+    status = 503
+    type = "server_error"
+    default_code = "upstream_busy"
+
+
 class UpstreamError(ProxyError):
     """The upstream could not be reached or answered in a way we cannot use."""
 
@@ -111,6 +120,60 @@ class UpstreamTimeout(UpstreamError):
     status = 504
     type = "timeout_error"
     default_code = "upstream_timeout"
+
+
+# An upstream error object's own words for its status, where it gives no number.
+_STATUS_OF_CODE = {
+    "invalid_api_key": 401,
+    "invalid_request_error": 400,
+    "context_length_exceeded": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "permission_denied": 403,
+    "not_found_error": 404,
+    "model_not_found": 404,
+    "rate_limit_exceeded": 429,
+    "rate_limit_error": 429,
+    "insufficient_quota": 429,
+    "overloaded_error": 503,
+    "server_error": 500,
+    "api_error": 500,
+}
+
+
+def upstream_error_status(error: Any) -> int:
+    """The HTTP status an upstream's error object asks for: its `status` or
+    numeric `code` (400-599), else a known `code` or `type`, else 502."""
+    if not isinstance(error, dict):
+        return 502
+    for key in ("status", "status_code", "code"):
+        value = error.get(key)
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool) and 400 <= value <= 599:
+            return value
+    for key in ("code", "type"):
+        value = error.get(key)
+        if isinstance(value, str) and value.lower() in _STATUS_OF_CODE:
+            return _STATUS_OF_CODE[value.lower()]
+    return 502
+
+
+def upstream_error_body(error: Any) -> tuple[int, bytes]:
+    """An upstream's error object (from a stream's first event) as an HTTP
+    status and an OpenAI-shaped body keeping its message, type, param and code."""
+    if isinstance(error, dict):
+        message = error.get("message")
+        body = {
+            "message": message if isinstance(message, str) else "The upstream returned an error.",
+            "type": error.get("type") if isinstance(error.get("type"), str) else "upstream_error",
+            "param": error.get("param"),
+            "code": error.get("code"),
+        }
+    else:
+        text = error if isinstance(error, str) else "The upstream returned an error."
+        body = {"message": text, "type": "upstream_error", "param": None, "code": None}
+    return upstream_error_status(error), orjson.dumps({"error": body})
 
 
 class ConfigError(Exception):

@@ -20,6 +20,7 @@ from proxy.config import Config, Route
 from proxy.errors import StoreUnavailable
 from proxy.history.egress import turn_refs_of
 from proxy.history.keys import ConversationKey, tenant_of
+from proxy.keymask import KeyMask, credential_values
 from proxy.live import LiveFeed
 from proxy.observability import Metrics
 from proxy.reasoning.blocks import Turn, with_token_counts
@@ -46,6 +47,13 @@ class Runtime:
         self.store = store if store is not None else open_store(config.store)
         self.upstream = Upstream()
         self.tokens = tokens or TokenCounter()
+        # route keys quoted back by an upstream are masked before clients see them
+        self.key_mask = KeyMask.of(
+            credential_values(
+                (r.api_key.get() for r in config.routes if r.api_key is not None),
+                (h for r in config.routes for h in r.headers),
+            )
+        )
         if config.secret is not None:
             self._secret = config.secret.get().encode()
         else:

@@ -113,7 +113,9 @@ class Upstream:
         if cached is None:
             # built once per route and path (URL parsing is not free); bounded,
             # as pass-through paths carry query strings
-            url = URL(base + path, encoded=False)
+            # encoded=True: the path goes as the client wrote it (no re-quoting,
+            # no dot-segment resolution; pass-through refuses dot segments)
+            url = URL(base + path, encoded=True)
             if url.raw_host is None:
                 raise ValueError("the upstream URL has no host")
             cached = (http1.Origin(url.scheme, url.raw_host, url.port), url.raw_path_qs)

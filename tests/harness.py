@@ -182,7 +182,11 @@ class FakeUpstream:
 
     async def _answer(self, request: web.Request, answer: Any) -> web.StreamResponse:
         if isinstance(answer, Hang):
-            await asyncio.sleep(3600)
+            # aiohttp does not cancel a handler when its client leaves: watch
+            # the connection, so a test can see the proxy close it
+            while request.transport is not None and not request.transport.is_closing():
+                await asyncio.sleep(0.02)
+            raise ConnectionResetError("the client closed the connection")
         if isinstance(answer, Json):
             if answer.delay:
                 await asyncio.sleep(answer.delay)

@@ -3,6 +3,7 @@ framework): reading a bounded body, decoding headers, sending responses."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
@@ -21,6 +22,47 @@ JSON_TYPE = (b"content-type", b"application/json")
 
 class ClientGone(Exception):
     """The client disconnected before its request body was read."""
+
+
+class DisconnectWatch:
+    """Cancels the task serving a request when its client leaves.
+
+    uvicorn's `send` after a disconnect is a silent no-op, so without this an
+    upstream would go on streaming to its end (or be waited on until the idle
+    timeout) for nobody. Start it once the request body is read (the watch
+    takes over `receive`); `finished()` when the response is complete, so a
+    late disconnect changes nothing; `stop()` in a `finally`."""
+
+    __slots__ = ("_done", "_task", "_watcher", "gone")
+
+    def __init__(self, receive: Receive) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._task = task
+        self._done = False
+        self.gone = False
+        self._watcher = asyncio.ensure_future(self._watch(receive))
+
+    async def _watch(self, receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if not self._done:
+            self.gone = True
+            self._task.cancel()
+
+    def finished(self) -> None:
+        self._done = True
+
+    def absorb(self) -> bool:
+        """In an `except CancelledError`: True (and the cancellation taken
+        back) when it was this watch's, i.e. the client left."""
+        if not self.gone:
+            return False
+        self._task.uncancel()
+        return True
+
+    def stop(self) -> None:
+        self._watcher.cancel()
 
 
 def request_headers(scope: Scope, max_value_bytes: int) -> list[tuple[str, str]]:

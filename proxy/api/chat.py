@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,7 @@ from proxy.errors import (
     UnknownProfile,
     UpstreamError,
     UpstreamTimeout,
+    upstream_error_body,
 )
 from proxy.history.context import EgressPlan, plan_egress
 from proxy.history.dialects import apply_params, request_params
@@ -54,6 +56,7 @@ from proxy.reasoning.normalizer import (
     NormalizeOptions,
     StreamFailure,
     StreamNormalizer,
+    error_body,
     normalize_completion,
 )
 from proxy.runtime import Runtime
@@ -322,24 +325,17 @@ class ChatEndpoint:
         if self.rt.live.active:
             normalizer.tap = []
             self._watch(ex)
-        headers = [
-            (k, v)
-            for k, v in response_headers(response)
-            if k.lower() not in ("cache-control", "x-accel-buffering")
-        ]
-        headers += [("cache-control", "no-cache"), ("x-accel-buffering", "no"), *ex.extra_headers]
-        await send(
-            {
-                "type": "http.response.start",
-                "status": response.status,
-                "headers": encode_headers(headers),
-            }
-        )
-        state.started = True
+        mask = self.rt.key_mask
+        masking = mask.stream() if mask is not None else None
         read = response.read
         feed = normalizer.feed
         watcher = ex.watcher
         first = True
+        # Until the first data event the status is still open: comments before
+        # it are held with it (for at most the idle timeout), so that an error
+        # as the first event can still be answered with a real status.
+        held: list[bytes] | None = []
+        hold_until = time.monotonic() + ex.route.idle_timeout
         try:
             with upstream_read_errors():
                 while True:
@@ -355,7 +351,18 @@ class ChatEndpoint:
                         watcher.deltas(normalizer.tap)
                     if normalizer.state != OPEN:
                         break  # [DONE], or a failure: `out` ends the stream
+                    if held is not None:
+                        if normalizer.first_error is not None:
+                            break
+                        if not normalizer.seen_data and time.monotonic() < hold_until:
+                            held.append(out)
+                            continue
+                        out = b"".join(held) + out
+                        held = None
+                        await self._start_stream(ex, response, trace, state)
                     if out:
+                        if masking is not None:
+                            out = masking.feed(out)
                         await send({"type": "http.response.body", "body": out, "more_body": True})
                         send = trace.inner  # the trace has seen the first byte
         except UpstreamReadError as exc:
@@ -366,11 +373,74 @@ class ChatEndpoint:
         trace.outcome = "complete" if normalizer.state == DONE else "failed"
         if failure is not None:
             trace.upstream_error = _FAILURE_KIND.get(failure.code, "malformed")
+        if held is not None and normalizer.state != DONE:
+            # nothing was sent yet: a real status, not a 200 and an error event
+            await self._early_failure(ex, response, trace, state)
+            return
         await self._store(ex, normalizer.turn())
         state.complete = True
+        if held is not None:
+            out = b"".join(held) + out
+            await self._start_stream(ex, response, trace, state)
+        if masking is not None:
+            out = masking.feed(out) + masking.flush()
         await send({"type": "http.response.body", "body": out, "more_body": False})
         if normalizer.state == DONE:
             await Upstream.drain(response, 1.0)
+
+    async def _start_stream(
+        self, ex: Exchange, response: Response, trace: Trace, state: _Progress
+    ) -> None:
+        headers = [
+            (k, v)
+            for k, v in response_headers(response)
+            if k.lower() not in ("cache-control", "x-accel-buffering")
+        ]
+        if self.rt.key_mask is not None:
+            headers = self.rt.key_mask.headers(headers)
+        headers += [("cache-control", "no-cache"), ("x-accel-buffering", "no"), *ex.extra_headers]
+        await trace.send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": encode_headers(headers),
+            }
+        )
+        state.started = True
+
+    async def _early_failure(
+        self, ex: Exchange, response: Response, trace: Trace, state: _Progress
+    ) -> None:
+        """A stream that failed before its first data event: its first event
+        was an error object (its own status, else 502), or the upstream broke,
+        went quiet or closed (502, 504 for the idle timeout)."""
+        normalizer = state.normalizer
+        assert normalizer is not None
+        if normalizer.first_error is not None:
+            trace.upstream_error = "status"
+            status, body = upstream_error_body(normalizer.first_error)
+            ex.stored = True  # an error answer, as for a non-streamed one: no turn
+            trace.fields["error"] = "upstream_error_event"
+            headers = [
+                (k, v)
+                for k, v in response_headers(response)
+                if k.lower() not in ("content-type", "cache-control", "x-accel-buffering")
+            ]
+        else:
+            failure = normalizer.failure
+            assert failure is not None
+            status = 504 if failure.code == "upstream_timeout" else 502
+            body = error_body(failure)
+            headers = []
+            await self._store(ex, normalizer.turn())
+            trace.fields["error"] = failure.code
+        mask = self.rt.key_mask
+        if mask is not None:
+            headers, body = mask.headers(headers), mask.data(body)
+        state.complete = True
+        state.started = True
+        headers = [("content-type", "application/json"), *headers, *ex.extra_headers]
+        await send_bytes(trace.send, status, body, encode_headers(headers))
 
     async def _whole(
         self,
@@ -404,6 +474,9 @@ class ChatEndpoint:
                 headers = [(k, v) for k, v in headers if k.lower() != "content-type"]
                 headers.insert(0, ("content-type", "application/json"))
             headers += ex.extra_headers
+        mask = self.rt.key_mask
+        if mask is not None:  # an upstream may quote the route's key back (a 401)
+            headers, body = mask.headers(headers), mask.data(body)
         state.complete = True
         state.started = True
         await send_bytes(trace.send, response.status, body, encode_headers(headers))

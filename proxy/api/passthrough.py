@@ -3,14 +3,25 @@
 The body, method, query string and headers (minus hop-by-hop ones) go to the
 upstream of the route the request's `model` selects (or the default route);
 the answer comes back with its status, headers and body, streamed.
+
+The path goes as the client wrote it (percent-escapes kept), below the
+route's base URL, and never above it: a path with a `.` or `..` segment, in
+any spelling (`%2e%2e`, `..%2F`, a backslash), is refused before anything is
+sent. A client that leaves cancels the upstream request at once. Configured
+route keys that the upstream quotes back are masked.
 """
 
 from __future__ import annotations
+
+import asyncio
+import re
+from urllib.parse import unquote_to_bytes
 
 import orjson
 
 from proxy.api.asgi import (
     ClientGone,
+    DisconnectWatch,
     Receive,
     Scope,
     Send,
@@ -22,7 +33,7 @@ from proxy.api.asgi import (
 )
 from proxy.api.trace import Trace
 from proxy.config import Route
-from proxy.errors import NotFound, ProxyError, Unauthorized
+from proxy.errors import BadRequest, NotFound, ProxyError, Unauthorized
 from proxy.runtime import Runtime
 from proxy.upstream import Upstream, UpstreamReadError, response_headers, strip_hop_by_hop
 
@@ -43,6 +54,7 @@ class PassthroughEndpoint:
         config = self.rt.config
         send = trace.send
         try:
+            suffix = upstream_suffix(scope)
             headers = request_headers(scope, config.limits.max_header_bytes)
             authorization = header(headers, "authorization")
             if config.server.require_auth and not authorization:
@@ -56,30 +68,38 @@ class PassthroughEndpoint:
                     code="model_not_found",
                 )
             trace.route = route.name
-            await self._forward(scope, trace, route, headers, authorization, body)
+        except ProxyError as exc:
+            trace.fields["error"] = exc.code
+            await send_error(send, exc)
+            return
+        except ClientGone:
+            return
+        watch = DisconnectWatch(receive)
+        try:
+            await self._forward(scope, trace, route, suffix, headers, authorization, body)
+            watch.finished()
         except ProxyError as exc:
             trace.fields["error"] = exc.code
             if exc.status >= 502:
                 trace.upstream_error = "timeout" if exc.status == 504 else "connect"
             await send_error(send, exc)
-        except ClientGone:
-            return
+        except asyncio.CancelledError:
+            if not watch.absorb():
+                raise
+            trace.fields["client_gone"] = True
+        finally:
+            watch.stop()
 
     async def _forward(
         self,
         scope: Scope,
         trace: Trace,
         route: Route,
+        suffix: str,
         headers: list[tuple[str, str]],
         authorization: str | None,
         body: bytes,
     ) -> None:
-        path = scope["path"]
-        # the route's base URL already ends in /v1 (or its provider's prefix)
-        suffix = path[3:] if path.startswith("/v1/") else path
-        query = scope.get("query_string", b"").decode("latin-1")
-        if query:
-            suffix += "?" + query
         out = [(k, v) for k, v in strip_hop_by_hop(headers) if k != "authorization"]
         if route.api_key is not None:
             out.append(("authorization", f"Bearer {route.api_key.get()}"))
@@ -87,6 +107,7 @@ class PassthroughEndpoint:
             out.append(("authorization", authorization))
         out.extend(route.headers)
         send = trace.send
+        mask = self.rt.key_mask
         trace.upstream_started()
         async with self.rt.upstream.request(
             route, scope["method"], suffix, out, body or None
@@ -94,22 +115,58 @@ class PassthroughEndpoint:
             trace.upstream_first_byte()
             if response.status >= 400:
                 trace.upstream_error = "status"
+            out_headers = response_headers(response)
+            if mask is not None:
+                # a masked body may change length: let the server frame it
+                out_headers = [
+                    (k, v) for k, v in mask.headers(out_headers) if k.lower() != "content-length"
+                ]
             await send(
                 {
                     "type": "http.response.start",
                     "status": response.status,
-                    "headers": encode_headers(response_headers(response)),
+                    "headers": encode_headers(out_headers),
                 }
             )
+            masking = mask.stream() if mask is not None else None
             try:
                 async for data in Upstream.chunks(response):
+                    if masking is not None:
+                        data = masking.feed(data)
                     await send({"type": "http.response.body", "body": data, "more_body": True})
             except UpstreamReadError as exc:
                 trace.upstream_error = "timeout" if exc.kind == "timeout" else "disconnected"
                 # End without the final chunk: the server closes the connection,
                 # so the client sees a cut body, not a complete one.
                 return
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            last = masking.flush() if masking is not None else b""
+            await send({"type": "http.response.body", "body": last, "more_body": False})
+
+
+# a path segment that, decoded, holds a dot segment or a control character
+_UNSAFE_PIECE = re.compile(rb"(?:^|[/\\])\.{1,2}(?:$|[/\\])|[\x00-\x1f\x7f]")
+
+
+def upstream_suffix(scope: Scope) -> str:
+    """The path to append to the route's base URL (which stands for /v1), as
+    the client wrote it, with its query string. BadRequest when it could
+    leave the base path: a `.` or `..` segment in any encoding (`%2e%2e`,
+    `..%2F`, `.%5C`), a control character, or a /v1 that is not literal."""
+    raw: bytes = scope.get("raw_path") or scope["path"].encode("utf-8")
+    raw = raw.split(b"?", 1)[0]
+    once = unquote_to_bytes(raw)
+    # twice too: an upstream (or a server before it) may decode again
+    if not raw.startswith(b"/v1/") or any(
+        _UNSAFE_PIECE.search(p) for p in (once, unquote_to_bytes(once))
+    ):
+        raise BadRequest(
+            "The request path must stay below /v1/: '.' and '..' segments (in any "
+            "encoding) and control characters are refused.",
+            code="invalid_path",
+        )
+    suffix = raw[3:].decode("latin-1")
+    query: bytes = scope.get("query_string", b"")
+    return suffix + "?" + query.decode("latin-1") if query else suffix
 
 
 def _model_of(body: bytes, content_type: str | None) -> str | None:

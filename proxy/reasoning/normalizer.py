@@ -14,6 +14,11 @@ in `reasoning_content` (`reasoning`/`thinking` folded into it), or no
 reasoning at all when `include_in_response` is false. An event nothing was
 changed in is forwarded as the upstream's own bytes (no re-encoding).
 
+Until the first data event, `seen_data` is False and comments alone do not
+change that; when that first event is an error object (`{"error": ...}`, or
+an `event: error`), it is kept in `first_error`, so the caller can still
+answer with a real HTTP status instead of a 200 and an error event.
+
 Stream states: OPEN until `[DONE]` (DONE) or a failure (FAILED): a malformed
 event, an over-long line, a close before any `finish_reason`, an abort. After
 DONE or FAILED, input is ignored. A failure sends one error event and no
@@ -61,6 +66,7 @@ __all__ = [
     "NormalizeOptions",
     "StreamFailure",
     "StreamNormalizer",
+    "error_body",
     "error_event",
     "normalize_completion",
 ]
@@ -75,7 +81,8 @@ class StreamFailure:
     type: str = "upstream_error"
 
 
-def error_event(failure: StreamFailure) -> bytes:
+def error_body(failure: StreamFailure) -> bytes:
+    """The failure as an OpenAI error object (JSON)."""
     body = {
         "error": {
             "message": failure.message,
@@ -84,7 +91,11 @@ def error_event(failure: StreamFailure) -> bytes:
             "code": failure.code,
         }
     }
-    return b"data: " + orjson.dumps(body) + b"\n\n"
+    return orjson.dumps(body)
+
+
+def error_event(failure: StreamFailure) -> bytes:
+    return b"data: " + error_body(failure) + b"\n\n"
 
 
 def _encode_unchanged(events: list[bytes | SSEEvent | SSEComment]) -> list[bytes]:
@@ -109,6 +120,8 @@ class StreamNormalizer:
         "_shapes",
         "_upstream_error",
         "_usage",
+        "first_error",
+        "seen_data",
         "state",
         "tap",
     )
@@ -125,6 +138,8 @@ class StreamNormalizer:
         self._shapes: list[Shape] = []
         self._learning = _LEARN_CALLS if self._options.shapes else 0
         self.state = OPEN
+        self.seen_data = False  # a data event (not only comments) arrived
+        self.first_error: Any = None  # the error object of a first event that is one
         # When a list, (kind, text) of what the first choice sends the client
         # ("reasoning" / "content") is appended to it; None costs nothing.
         self.tap: list[tuple[str, str]] | None = None
@@ -198,6 +213,8 @@ class StreamNormalizer:
         """Normalize the events of one read. `verbatim` is the read's own bytes
         for those events, when they can go out as they came: then, if nothing
         changed, no output is built at all (the common case)."""
+        if not self.seen_data:
+            self._first_event(events)
         out: list[bytes] | None = None  # built from the first changed event on
         loads = orjson.loads
         count = len(events)
@@ -255,6 +272,29 @@ class StreamNormalizer:
         if out is None:
             return verbatim if verbatim is not None else b"".join(_encode_unchanged(events))
         return b"".join(out)
+
+    def _first_event(self, events: list[bytes | SSEEvent | SSEComment]) -> None:
+        """Note whether the stream's first data event is an error object."""
+        for ev in events:
+            if type(ev) is SSEComment:
+                continue
+            self.seen_data = True
+            if type(ev) is bytes:
+                data, name = ev, None
+            else:
+                assert type(ev) is SSEEvent
+                data, name = ev.data, ev.event
+            try:
+                obj = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                obj = None
+            if name == "error":
+                text = data.decode(errors="replace")
+                error = obj.get("error", obj) if type(obj) is dict else text
+                self.first_error = error if error is not None else text
+            elif type(obj) is dict and obj.get("error") is not None and not obj.get("choices"):
+                self.first_error = obj["error"]
+            return
 
     def _run(
         self, events: list[bytes | SSEEvent | SSEComment], start: int

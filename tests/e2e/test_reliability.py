@@ -1,0 +1,346 @@
+"""Holes found by fault injection, each closed and kept closed, through real
+sockets: pass-through paths that would leave the route's base path, clients
+leaving a pass-through request, route keys quoted back by an upstream, and an
+error as the first event of a 200 stream."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.casefiles import chunk
+from tests.harness import FakeUpstream, Hang, Json, Stream, running_proxy
+
+KEY = {"Authorization": "Bearer sk-client-key"}
+ROUTE_KEY = "rk-route-secret-0123456789"
+
+
+def tenant_route(upstream: FakeUpstream, **extra: Any) -> dict[str, Any]:
+    """A route whose base URL has a path of its own: /tenant-x/v1."""
+    base = upstream.url.removesuffix("/v1")
+    return {
+        "routes": [
+            {
+                "name": "tenant-x",
+                "models": ["*"],
+                "upstream": f"{base}/tenant-x/v1",
+                "api_key": ROUTE_KEY,
+                **extra,
+            }
+        ]
+    }
+
+
+def raw_request(port: int, target: str, headers: str = "") -> tuple[int, bytes]:
+    """Send a request line exactly as written (httpx would resolve dot segments)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(
+            f"GET {target} HTTP/1.1\r\nHost: proxy\r\n{headers}Connection: close\r\n\r\n".encode()
+        )
+        data = b""
+        while chunk_ := s.recv(65536):
+            data += chunk_
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
+
+
+# -- 1. pass-through paths stay below the route's base path ----------------------
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "/v1/../../admin",
+        "/v1/%2e%2e/%2e%2e/admin",
+        "/v1/%2E%2E/%2E%2E/admin",
+        "/v1/..%2F..%2Fadmin",
+        "/v1/./../admin",
+        "/v1/models/../../../admin",
+        "/v1/..%5C..%5Cadmin",
+        "/v1/%252e%252e/%252e%252e/admin",
+        "/v1/models/..",
+        "/v1/./models",
+        "/v1/models%00",
+    ],
+)
+def test_a_path_that_could_leave_the_base_is_refused(upstream: FakeUpstream, target: str) -> None:
+    with running_proxy(tenant_route(upstream)) as proxy:
+        status, body = raw_request(proxy.port, target, "Authorization: Bearer sk-client-key\r\n")
+    assert status == 400
+    error = json.loads(body)["error"]
+    assert error["code"] == "invalid_path"
+    assert error["type"] == "invalid_request_error"
+    assert upstream.requests == []  # nothing was sent, the route key least of all
+
+
+def test_a_path_below_the_base_goes_as_written(upstream: FakeUpstream) -> None:
+    with running_proxy(tenant_route(upstream)) as proxy:
+        status, _ = raw_request(proxy.port, "/v1/models/org%2Fname..x?limit=2")
+        assert status == 200
+        status, _ = raw_request(proxy.port, "/v1//files")
+        assert status == 200
+    first, second = upstream.requests
+    assert first.path == "/tenant-x/v1/models/org/name..x"  # aiohttp decodes the escape
+    assert first.query == "limit=2"
+    assert first.headers["authorization"] == f"Bearer {ROUTE_KEY}"
+    assert second.path == "/tenant-x/v1//files"
+
+
+# -- 2. a client leaving a pass-through request ------------------------------------
+
+
+def test_leaving_a_passthrough_stream_closes_the_upstream(upstream: FakeUpstream) -> None:
+    upstream.script(Stream([f"part {i}\n".encode() for i in range(300)], delay=0.1, done=False))
+    with running_proxy(tenant_route(upstream)) as proxy, httpx.Client(timeout=30) as client:
+        with client.stream("GET", f"{proxy.url}/files/big/content", headers=KEY) as r:
+            assert r.status_code == 200
+            for raw in r.iter_raw():
+                if b"part 2" in raw:
+                    break
+        left = time.monotonic()
+        assert upstream.disconnected.wait(5)
+        assert time.monotonic() - left < 1.0
+
+
+def test_leaving_before_the_first_byte_closes_the_upstream(upstream: FakeUpstream) -> None:
+    upstream.script(Hang())
+    with running_proxy(tenant_route(upstream)) as proxy:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+            s.sendall(b"GET /v1/slow HTTP/1.1\r\nHost: proxy\r\n\r\n")
+            deadline = time.monotonic() + 5
+            while not upstream.requests and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert upstream.requests, "the request never reached the upstream"
+            time.sleep(0.2)
+        left = time.monotonic()
+        assert upstream.disconnected.wait(5)
+        assert time.monotonic() - left < 1.0
+
+
+def test_the_chat_path_also_closes_the_upstream_before_the_first_byte(
+    upstream: FakeUpstream,
+) -> None:
+    upstream.script(Hang())
+    with running_proxy(tenant_route(upstream)) as proxy:
+        request = json.dumps(
+            {"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        ).encode()
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as s:
+            s.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\n"
+                b"Content-Type: application/json\r\n"
+                + f"Content-Length: {len(request)}\r\n\r\n".encode()
+                + request
+            )
+            deadline = time.monotonic() + 5
+            while not upstream.requests and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert upstream.requests
+        left = time.monotonic()
+        assert upstream.disconnected.wait(5)
+        assert time.monotonic() - left < 1.0
+
+
+# -- 6. a route key quoted back by the upstream is masked ---------------------------
+
+QUOTED = {
+    "error": {
+        "message": f"Incorrect API key provided: {ROUTE_KEY}. You can find your key at ...",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_api_key",
+    }
+}
+QUOTED_HEADERS = {"X-Echo-Key": f"Bearer {ROUTE_KEY}"}
+
+
+def assert_masked(response: httpx.Response) -> None:
+    assert ROUTE_KEY not in response.text
+    assert all(ROUTE_KEY not in v for v in response.headers.values())
+    assert "[REDACTED]" in response.text
+
+
+def test_a_quoted_key_is_masked_in_a_chat_error(upstream: FakeUpstream) -> None:
+    upstream.script(Json(QUOTED, status=401, headers=QUOTED_HEADERS))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            headers=KEY,
+            timeout=30,
+        )
+    assert r.status_code == 401
+    assert_masked(r)
+    assert r.headers["x-echo-key"] == "Bearer [REDACTED]"
+    assert r.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_a_quoted_key_is_masked_in_a_chat_stream(upstream: FakeUpstream) -> None:
+    upstream.script(
+        Stream(
+            [chunk({"content": "fine so far"}), QUOTED],
+            done=False,
+            headers=QUOTED_HEADERS,
+        )
+    )
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/chat/completions",
+            json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+            headers=KEY,
+            timeout=30,
+        )
+    assert r.status_code == 200
+    assert "fine so far" in r.text
+    assert_masked(r)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_quoted_key_is_masked_in_passthrough(upstream: FakeUpstream, stream: bool) -> None:
+    # streamed, the key arrives split across two writes
+    half = len(ROUTE_KEY) // 2
+    if stream:
+        upstream.script(
+            Stream(
+                [
+                    b'{"error": "bad key ' + ROUTE_KEY[:half].encode(),
+                    ROUTE_KEY[half:].encode() + b'"}',
+                ],
+                delay=0.2,
+                done=False,
+                status=401,
+                headers=QUOTED_HEADERS,
+            )
+        )
+    else:
+        upstream.script(Json(QUOTED, status=401, headers=QUOTED_HEADERS))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = httpx.get(f"{proxy.url}/models", headers=KEY, timeout=30)
+    assert r.status_code == 401
+    assert_masked(r)
+
+
+# -- 9. an error as the first event of a 200 stream -----------------------------------
+
+
+def stream_request(proxy_url: str) -> httpx.Response:
+    return httpx.post(
+        f"{proxy_url}/chat/completions",
+        json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+        headers=KEY,
+        timeout=30,
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        ({"message": "Rate limit exceeded", "code": 429}, 429),  # OpenRouter's numeric code
+        ({"message": "Overloaded", "type": "rate_limit_error", "code": "rate_limit_exceeded"}, 429),
+        ({"message": "Provider returned error", "code": 502, "metadata": {"raw": "x"}}, 502),
+        ({"message": "Something broke"}, 502),
+    ],
+)
+def test_an_error_as_the_first_event_gets_a_real_status(
+    upstream: FakeUpstream, error: dict[str, Any], status: int
+) -> None:
+    upstream.script(Stream([{"error": error}], done=False))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = stream_request(proxy.url)
+    assert r.status_code == status
+    assert r.headers["content-type"].startswith("application/json")
+    body = r.json()["error"]
+    assert body["message"] == error["message"]
+    assert body["code"] == error.get("code")
+    assert set(body) == {"message", "type", "param", "code"}
+
+
+def test_keepalive_comments_do_not_end_the_wait_for_the_first_event(
+    upstream: FakeUpstream,
+) -> None:
+    upstream.script(
+        Stream(
+            [
+                b": OPENROUTER PROCESSING\n\n",
+                b": OPENROUTER PROCESSING\n\n",
+                {"error": {"message": "No endpoints found", "code": 404}},
+            ],
+            delay=0.1,
+            done=False,
+        )
+    )
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = stream_request(proxy.url)
+    assert r.status_code == 404
+    assert r.json()["error"]["message"] == "No endpoints found"
+
+
+def test_a_named_error_event_first_gets_a_real_status(upstream: FakeUpstream) -> None:
+    upstream.script(
+        Stream(
+            [
+                b"event: error\n"
+                b'data: {"error": {"message": "quota", "code": "insufficient_quota"}}\n\n'
+            ],
+            done=False,
+        )
+    )
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = stream_request(proxy.url)
+    assert r.status_code == 429
+    assert r.json()["error"]["code"] == "insufficient_quota"
+
+
+def test_comments_before_a_good_first_event_are_forwarded(upstream: FakeUpstream) -> None:
+    upstream.script(
+        Stream(
+            [
+                b": OPENROUTER PROCESSING\n\n",
+                chunk({"content": "hello"}),
+                chunk({}, "stop"),
+            ],
+            delay=0.05,
+        )
+    )
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = stream_request(proxy.url)
+    assert r.status_code == 200
+    assert r.text.index(": OPENROUTER PROCESSING") < r.text.index("hello")
+    assert r.text.rstrip().endswith("data: [DONE]")
+
+
+def test_an_error_after_the_first_event_stays_an_error_event(upstream: FakeUpstream) -> None:
+    upstream.script(
+        Stream([chunk({"content": "partial"}), {"error": {"message": "late", "code": 500}}])
+    )
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = stream_request(proxy.url)
+    assert r.status_code == 200
+    assert '"late"' in r.text
+
+
+def test_a_close_before_any_event_is_a_502(upstream: FakeUpstream) -> None:
+    upstream.script(Stream([chunk({"content": "never sent"})], cut_after=0, done=False))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = stream_request(proxy.url)
+    assert r.status_code == 502
+    assert r.json()["error"]["code"] == "upstream_disconnected"  # a cut chunked body
+
+
+def test_the_openai_sdk_raises_the_status_error(upstream: FakeUpstream) -> None:
+    upstream.script(
+        Stream([{"error": {"message": "Rate limit exceeded", "code": 429}}], done=False)
+    )
+    with running_proxy(tenant_route(upstream)) as proxy:
+        client = openai.OpenAI(base_url=proxy.url, api_key="sk-client-key", max_retries=0)
+        with pytest.raises(openai.RateLimitError) as caught:
+            client.chat.completions.create(
+                model="m", stream=True, messages=[{"role": "user", "content": "hi"}]
+            )
+    assert "Rate limit exceeded" in str(caught.value)
