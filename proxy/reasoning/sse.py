@@ -5,6 +5,9 @@ bytes; `flush()` ends the stream. Lines end with LF, CR or CRLF (a CR at the
 end of one read and the LF at the start of the next are one line end). Data
 stays bytes: lines are cut on bytes, so a UTF-8 character split across reads
 is whole again by the time a line is complete, and JSON decoders take bytes.
+One UTF-8 byte-order mark at the very start of the stream is dropped, as the
+SSE specification says, also when it arrives split across reads; anywhere
+later it is data.
 
 The only exception raised is `SSELineTooLong`, when an incomplete line or one
 event's data grows past the bound: a peer that never ends a line cannot make
@@ -19,6 +22,7 @@ from typing import cast
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 
 _LINE_ENDS = (b"\n", b"\r")
+BOM = b"\xef\xbb\xbf"
 
 
 # Events are slotted dataclasses, not frozen ones: a frozen dataclass's
@@ -53,7 +57,9 @@ class SSEDecoder:
 
     State: `_buf` holds the bytes of the incomplete last line; `_data` the data
     lines of the event being built; `_skip_lf` is set when the previous read
-    ended in CR, so an LF that starts the next read is not a second line end.
+    ended in CR, so an LF that starts the next read is not a second line end;
+    `_start` is set until the stream's first bytes show whether it opens with
+    a byte-order mark (until then `_buf` holds at most a prefix of one).
     """
 
     __slots__ = (
@@ -65,6 +71,7 @@ class SSEDecoder:
         "_max",
         "_retry",
         "_skip_lf",
+        "_start",
         "verbatim",
     )
 
@@ -72,6 +79,7 @@ class SSEDecoder:
         self._max = max_line_bytes
         self._buf = b""
         self._skip_lf = False
+        self._start = True
         self._data: list[bytes] = []
         self._data_size = 0
         self._event: str | None = None
@@ -96,6 +104,10 @@ class SSEDecoder:
         self.verbatim = None
         if not chunk:
             return []
+        if self._start:
+            chunk = self._after_bom(chunk)
+            if not chunk:
+                return []
         if self._skip_lf:
             self._skip_lf = False
             if chunk[:1] == b"\n":
@@ -146,6 +158,17 @@ class SSEDecoder:
             return self._keep(rest, out)
         out.extend(self._lines(rest[: cut + 1].splitlines()))
         return self._keep(rest[cut + 1 :], out)
+
+    def _after_bom(self, chunk: bytes) -> bytes:
+        """The stream's first bytes without a leading byte-order mark; b""
+        while they are still a prefix of one (kept in `_buf`)."""
+        head = self._buf + chunk
+        self._buf = b""
+        if len(head) < len(BOM) and BOM.startswith(head):
+            self._buf = head
+            return b""
+        self._start = False
+        return head[len(BOM) :] if head.startswith(BOM) else head
 
     def _keep(
         self, tail: bytes, out: list[bytes | SSEEvent | SSEComment]

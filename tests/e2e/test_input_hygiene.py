@@ -12,9 +12,15 @@ import httpx
 import pytest
 
 from proxy.observability import REDACTED, configure_logging
-from tests.harness import FakeUpstream, route_config, running_proxy
+from tests.casefiles import chunk, read_stream
+from tests.harness import FakeUpstream, Stream, route_config, running_proxy, sse
 
 KEY = {"Authorization": "Bearer sk-hygiene-test"}
+BOM = b"\xef\xbb\xbf"
+
+
+def body(stream: bool = True) -> dict[str, object]:
+    return {"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}]}
 
 
 @pytest.fixture
@@ -61,3 +67,35 @@ def test_log_bodies_never_logs_credentials_in_the_body(
     assert logged[0]["metadata"] == {"token": REDACTED, "user": "u-7"}
     # the upstream still gets the body the client sent
     assert upstream.chat_requests()[0].json["api_key"] == "plainkey-1234567890"
+
+
+# -- a byte-order mark before the upstream's first event ----------------------------
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        [BOM + sse(chunk({"content": "<think>why</think>First"}))],
+        # the mark alone in the upstream's first write, then the rest of it
+        [BOM[:1], BOM[1:] + sse(chunk({"content": "<think>why</think>First"}))],
+    ],
+    ids=["with-the-event", "split"],
+)
+def test_a_leading_bom_from_the_upstream_does_not_drop_the_first_event(
+    upstream: FakeUpstream, first: list[bytes]
+) -> None:
+    upstream.script(Stream([*first, chunk({"content": " answer"}), chunk({}, "stop")], delay=0.05))
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/chat/completions", json=body(), headers=KEY, timeout=30)
+        assert r.status_code == 200
+        assert BOM not in r.content
+        client = read_stream(r.content)
+        assert client["content"] == "First answer"
+        assert client["reasoning"] == "why"
+        assert client["done"]
+        assert not client["errors"]
+        stored = httpx.get(
+            f"{proxy.url}/conversations/{r.headers['x-conversation-id']}", headers=KEY
+        ).json()
+        assert stored["turns"][0]["content"] == "First answer"
+        assert stored["turns"][0]["complete"] is True

@@ -787,3 +787,42 @@ def test_an_upstream_event_id_stays_on_its_event() -> None:
     assert [(i, n) for i, n, _ in got] == [("7", None), ("8", None), ("8", None), ("9", "ping")]
     assert got[0][2]["choices"][0]["delta"] == {"content": "b", "reasoning_content": "a"}
     assert out.count(b"id: ") == 3
+
+
+# -- a byte-order mark before the first event -------------------------------------
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [[], [1], [2], [3], [1, 1, 1], [1, 2], [4], [5, 10]],
+    ids=lambda s: "-".join(map(str, s)) or "whole",
+)
+def test_a_leading_bom_does_not_cost_the_first_event(sizes: list[int]) -> None:
+    body = render_stream(
+        [chunk({"content": "<think>first thought</think>First"}), chunk({"content": "!"}, "stop")]
+    )
+    out, normalizer = run_stream(BOM + body, cut_at(BOM + body, sizes))
+    assert BOM not in out
+    client = read_stream(out)
+    assert client["content"] == "First!"
+    assert client["reasoning"] == "first thought"
+    assert client["done"]
+    assert not client["errors"]
+    assert normalizer.turn().content == "First!"
+
+
+def test_a_leading_bom_before_plain_events_is_not_forwarded() -> None:
+    # the quick path forwards unchanged reads as they came: without the BOM
+    body = render_stream([chunk({"content": "plain"}), chunk({}, "stop")])
+    normalizer = StreamNormalizer()
+    assert normalizer.feed(BOM[:1]) == b""
+    assert normalizer.feed(BOM[1:] + body) == body
+
+
+def test_a_first_error_event_behind_a_bom_is_seen() -> None:
+    normalizer = StreamNormalizer()
+    normalizer.feed(BOM + b'data: {"error": {"message": "overloaded"}}\n\n')
+    assert normalizer.seen_data
+    assert normalizer.first_error == {"message": "overloaded"}

@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.reasoning.sse import (
+    BOM,
     SSEComment,
     SSEDecoder,
     SSEEvent,
@@ -158,3 +159,57 @@ def test_encode_then_decode_gives_the_data_back(events: list[list[str]], pieces:
     payloads = ["\n".join(lines).encode() for lines in events]
     data = b"".join(encode_event(p) for p in payloads)
     assert decode(data, pieces) == [SSEEvent(p) for p in payloads]
+
+
+# -- a byte-order mark before the first event (the SSE specification drops one) --
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r", b"\r\n"])
+def test_a_leading_bom_is_dropped_whole_and_byte_by_byte(newline: bytes) -> None:
+    data = BOM + STREAM.replace(b"\n", newline)
+    assert decode(data) == EXPECTED
+    assert byte_by_byte(data) == EXPECTED
+
+
+@pytest.mark.parametrize("pieces", [[1], [2], [3], [1, 1], [1, 1, 1], [2, 5], [1, 4]])
+def test_a_bom_split_across_reads_is_dropped(pieces: list[int]) -> None:
+    assert decode(BOM + b"data: first\n\n", pieces) == [SSEEvent(b"first")]
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=12), max_size=40),
+    st.sampled_from([b"\n", b"\r", b"\r\n"]),
+)
+def test_a_leading_bom_is_dropped_at_any_split(pieces: list[int], newline: bytes) -> None:
+    data = BOM + STREAM.replace(b"\n", newline)
+    assert decode(data, pieces) == EXPECTED
+
+
+def test_the_hot_path_drops_the_bom_and_forwards_the_rest_verbatim() -> None:
+    decoder = SSEDecoder()
+    assert decoder.split(b"\xef\xbb") == []
+    assert decoder.verbatim is None
+    assert decoder.split(b'\xbfdata: {"a":1}\n\ndata: {"b":2}\n\n') == [b'{"a":1}', b'{"b":2}']
+    assert decoder.verbatim == b'data: {"a":1}\n\ndata: {"b":2}\n\n'
+
+
+def test_only_the_first_bytes_of_the_stream_can_be_a_bom() -> None:
+    # later, a BOM is data: inside a value it stays, before a field name it
+    # makes an unknown field (ignored); a second leading BOM is not dropped
+    assert decode(b"data: " + BOM + b"x\n\n") == [SSEEvent(BOM + b"x")]
+    assert decode(b"data: a\n\n" + BOM + b"data: b\n\n") == [SSEEvent(b"a")]
+    assert decode(b"data: a\n\n" + BOM + b"data: b\n\n", [9]) == [SSEEvent(b"a")]
+    assert decode(BOM + BOM + b"data: b\n\ndata: c\n\n") == [SSEEvent(b"c")]
+
+
+def test_a_partial_bom_is_not_a_bom() -> None:
+    assert decode(b"\xef\xbbdata: x\n\ndata: y\n\n") == [SSEEvent(b"y")]
+    assert decode(b"\xef\xbbdata: x\n\ndata: y\n\n", [1, 1]) == [SSEEvent(b"y")]
+    assert decode(b"\xef") == []  # the stream ended inside what could have been one
+    assert decode(b"\xef\xbb", [1]) == []
+
+
+def test_no_bom_then_a_bom_looking_start_of_a_later_read() -> None:
+    # the first read decided (no BOM); a later read that starts with one keeps it
+    assert decode(b"data: a\n\n" + BOM + b"data: b\n\n", [9, 2]) == [SSEEvent(b"a")]
+    assert decode(b"data: " + BOM + b"b\n\n", [6]) == [SSEEvent(BOM + b"b")]
