@@ -98,6 +98,7 @@ SETTINGS: tuple[Setting, ...] = (
 )
 PROFILE_HEADER = "X-Reasoning-Profile"
 CONVERSATION_HEADER = "X-Conversation-Id"
+_CONVERSATION_NAME = CONVERSATION_HEADER.lower()
 _BY_HEADER = {s.header.lower(): s for s in SETTINGS}
 _BY_KEY = {**{s.field: s for s in SETTINGS}, **{s.alias: s for s in SETTINGS}}
 
@@ -162,6 +163,25 @@ def resolve(*layers: Overrides | None, base: ReasoningSettings = DEFAULTS) -> Re
         if layer:
             settings = replace(settings, **layer)
     return settings
+
+
+def request_conversation_id(headers: Iterable[tuple[str, str]]) -> str | None:
+    """The request's X-Conversation-Id (lower-case header names), checked.
+
+    Sent twice with different values, it is refused like a malformed one:
+    taking either would file the turn under a conversation the client may
+    not have meant. Repeats of one value are fine. Errors never echo values."""
+    name = _CONVERSATION_NAME
+    found: str | None = None
+    for key, value in headers:
+        if key == name:
+            if found is not None and value != found:
+                raise InvalidConversationId(
+                    f"{CONVERSATION_HEADER} was given twice with different values",
+                    param=CONVERSATION_HEADER,
+                )
+            found = value
+    return parse_conversation_id(found)
 
 
 def parse_conversation_id(raw: str | None) -> str | None:

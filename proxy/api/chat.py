@@ -61,12 +61,11 @@ from proxy.reasoning.normalizer import (
 )
 from proxy.runtime import Runtime
 from proxy.settings import (
-    CONVERSATION_HEADER,
     PROFILE_HEADER,
     ReasoningSettings,
     config_overrides,
     header_overrides,
-    parse_conversation_id,
+    request_conversation_id,
     resolve,
 )
 from proxy.stores.base import StoreFailure
@@ -176,7 +175,7 @@ class ChatEndpoint:
         if config.server.require_auth and not authorization:
             raise Unauthorized("This proxy requires an API key (Authorization: Bearer ...).")
         from_headers = header_overrides(headers)
-        conversation = parse_conversation_id(header(headers, CONVERSATION_HEADER.lower()))
+        conversation = request_conversation_id(headers)
         profile = await self._profile(header(headers, PROFILE_HEADER.lower()))
         payload = parse_json_object(await read_body(receive, config.limits.max_body_bytes))
         messages = payload.get("messages")

@@ -99,3 +99,49 @@ def test_a_leading_bom_from_the_upstream_does_not_drop_the_first_event(
         ).json()
         assert stored["turns"][0]["content"] == "First answer"
         assert stored["turns"][0]["complete"] is True
+
+
+# -- X-Conversation-Id sent twice ---------------------------------------------------
+
+
+def test_two_different_conversation_ids_are_a_400_and_nothing_goes_upstream(
+    upstream: FakeUpstream,
+) -> None:
+    headers = [
+        *KEY.items(),
+        ("X-Conversation-Id", "conv-alpha"),
+        ("X-Conversation-Id", "conv-beta"),
+    ]
+    with running_proxy(route_config(upstream)) as proxy:
+        for stream in (True, False):
+            r = httpx.post(
+                f"{proxy.url}/chat/completions", json=body(stream), headers=headers, timeout=30
+            )
+            assert r.status_code == 400
+            error = r.json()["error"]
+            assert error["code"] == "invalid_conversation_id"
+            assert error["param"] == "X-Conversation-Id"
+            assert error["type"] == "invalid_request_error"
+            assert "X-Conversation-Id" in error["message"]
+            assert "conv-alpha" not in r.text
+            assert "conv-beta" not in r.text
+    assert upstream.requests == []
+
+
+def test_the_same_conversation_id_twice_is_accepted(upstream: FakeUpstream) -> None:
+    headers = [
+        *KEY.items(),
+        ("X-Conversation-Id", "conv-same"),
+        ("X-Conversation-Id", "conv-same"),
+    ]
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/chat/completions", json=body(False), headers=headers, timeout=30
+        )
+        assert r.status_code == 200
+        assert r.headers["x-conversation-id"] == "conv-same"
+        stored = httpx.get(f"{proxy.url}/conversations/conv-same", headers=KEY, timeout=30)
+        assert stored.status_code == 200
+        assert len(stored.json()["turns"]) == 1
+    assert len(upstream.chat_requests()) == 1
+    assert "x-conversation-id" not in upstream.chat_requests()[0].headers
