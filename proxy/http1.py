@@ -10,10 +10,14 @@ events (`bench/clients.py`): 1.1-1.4 us of CPU per event here, 3.9-5.3 us
 with aiohttp, 44 us with httpx (README, Benchmarks).
 
 What it does: keep-alive connections pooled per origin (most recently used
-first, closed after `keepalive` seconds idle), TLS with the system's trust
+first, closed after `keepalive` seconds idle), at most `limit` requests in
+flight with a bounded wait for a free slot, TLS with the system's trust
 store, a connect timeout and an idle timeout (the longest wait for the next
 bytes, before and after the status line), gzip/deflate response bodies
-decoded, flow control (reading pauses while `HIGH_WATER` bytes wait unread).
+decoded at most `DECODE_LIMIT` bytes per read (a small body that inflates to
+gigabytes costs one read's worth of memory at a time), flow control (reading
+pauses while `HIGH_WATER` bytes wait unread, and while compressed bytes wait
+in the decoder).
 What it does not: redirects, proxies from the environment, HTTP/2, request
 bodies streamed from a generator. Errors are the classes below; `upstream.py`
 turns them into the proxy's own.
@@ -26,6 +30,7 @@ import ssl
 import time
 import zlib
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import httptools
@@ -33,6 +38,7 @@ import httptools
 HIGH_WATER = 1 << 20  # unread body bytes at which reading pauses
 LOW_WATER = 1 << 18
 MAX_HEAD_BYTES = 64 * 1024  # status line and headers of one response
+DECODE_LIMIT = 256 * 1024  # decoded bytes one read() returns at most (compressed bodies)
 
 
 class HTTPClientError(Exception):
@@ -57,6 +63,10 @@ class Disconnected(HTTPClientError):
 
 class BadResponse(HTTPClientError):
     """The upstream's bytes are not an HTTP/1.1 response we can read."""
+
+
+class PoolTimeout(HTTPClientError):
+    """No request slot came free within the queue timeout (nothing was sent)."""
 
 
 class Origin:
@@ -144,7 +154,7 @@ class _Connection(asyncio.Protocol):
         self._body: list[bytes] = []
         self._buffered = 0
         self._paused = False
-        self._decoder: Any = None
+        self._decoder: _Decoder | None = None
         self.decoded = False  # the body is decompressed here
 
     # -- asyncio callbacks --------------------------------------------------------
@@ -219,9 +229,9 @@ class _Connection(asyncio.Protocol):
         if encoding is not None:
             encoding = encoding.strip().lower()
             if encoding in ("gzip", "x-gzip"):
-                self._decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                self._decoder = _Decoder(16 + zlib.MAX_WBITS)
             elif encoding == "deflate":
-                self._decoder = _Deflate()
+                self._decoder = _Decoder(None)
             self.decoded = self._decoder is not None
         if self._head_only:
             self.complete = True
@@ -267,13 +277,20 @@ class _Connection(asyncio.Protocol):
             await self._wait(idle)
 
     async def read(self, idle: float) -> bytes:
-        """The body bytes that arrived since the last call; b"" at the end."""
+        """The body bytes that arrived since the last call (of a compressed
+        body, at most DECODE_LIMIT decoded bytes); b"" at the end."""
+        if self._decoder is not None:
+            return await self._read_decoded(self._decoder, idle)
         while not self._body:
             if self.complete:
-                return self._finish_decoding()
+                return b""
             if self.error is not None:
                 raise self.error
             await self._wait(idle)
+        return self._take()
+
+    def _take(self) -> bytes:
+        """The body bytes waiting unread, all of them (reading resumes)."""
         body = self._body
         data = body[0] if len(body) == 1 else b"".join(body)
         body.clear()
@@ -281,25 +298,32 @@ class _Connection(asyncio.Protocol):
         if self._paused and self.transport is not None:
             self._paused = False
             self.transport.resume_reading()
-        if self._decoder is not None:
-            try:
-                data = self._decoder.decompress(data)
-            except zlib.error:
-                self._fail(BadResponse("the upstream's compressed body is corrupt"))
-                raise self.error from None  # type: ignore[misc]
-            if not data:
-                return await self.read(idle)
         return data
 
-    def _finish_decoding(self) -> bytes:
-        decoder, self._decoder = self._decoder, None
-        if decoder is None:
-            return b""
+    async def _read_decoded(self, decoder: _Decoder, idle: float) -> bytes:
+        # Compressed bytes leave the buffer only when the decoder has given all
+        # it can from the last ones: until then the buffer stays as full as it
+        # is, reading stays paused past HIGH_WATER, and no read waits on the
+        # socket while decoded output is still to come.
         try:
-            return bytes(decoder.flush())
+            while True:
+                if decoder.ready():
+                    data = decoder.decode()
+                    if data:
+                        return data
+                elif self._body:
+                    decoder.feed(self._take())
+                elif self.complete:
+                    self._decoder = None
+                    return decoder.flush()
+                elif self.error is not None:
+                    raise self.error
+                else:
+                    await self._wait(idle)
         except zlib.error:
             self._fail(BadResponse("the upstream's compressed body is corrupt"))
-            raise self.error from None  # type: ignore[misc]
+            assert self.error is not None
+            raise self.error from None
 
     async def _wait(self, idle: float) -> None:
         waiter = self._waiter = self._loop.create_future()
@@ -339,35 +363,62 @@ def _expire(waiter: asyncio.Future[bool]) -> None:
         waiter.set_result(False)
 
 
-class _Deflate:
-    """`Content-Encoding: deflate` is zlib-wrapped by the standard and raw
-    deflate from some servers: the first bytes decide."""
+class _Decoder:
+    """A gzip or deflate body, decoded at most DECODE_LIMIT bytes per call.
 
-    def __init__(self) -> None:
-        self._inner: Any = None
-        self._pending = b""  # the first byte, when it came alone
+    `feed()` hands over compressed bytes; `decode()` returns the next piece
+    of output while `ready()` says one can come without more input: the
+    input is not used up, or the last piece filled the limit (zlib may hold
+    more output for input it already took). Once neither holds, the output
+    so far is complete and `flush()` at the end of the body gives at most a
+    few bytes. `Content-Encoding: deflate` is zlib-wrapped by the standard
+    and raw deflate from some servers: its first two bytes decide.
+    """
 
-    def decompress(self, data: bytes) -> bytes:
-        if self._inner is None:
-            data = self._pending + data
-            if len(data) < 2:
-                self._pending = data
+    __slots__ = ("_input", "_more", "_pos", "_zlib")
+
+    def __init__(self, wbits: int | None) -> None:
+        self._zlib: Any = None if wbits is None else zlib.decompressobj(wbits)
+        self._input = b""
+        self._pos = 0  # how much of _input went to zlib
+        self._more = False
+
+    def feed(self, data: bytes) -> None:
+        rest = self._input[self._pos :]  # one byte of deflate, at most
+        self._input = rest + data if rest else data
+        self._pos = 0
+        if self._zlib is None and len(self._input) >= 2:
+            self._start(self._input)
+
+    def ready(self) -> bool:
+        return self._more or (self._zlib is not None and self._pos < len(self._input))
+
+    def decode(self) -> bytes:
+        inflate = self._zlib
+        if inflate.eof:  # bytes after the end of the compressed data are ignored
+            self._input, self._pos, self._more = b"", 0, False
+            return b""
+        # at most DECODE_LIMIT bytes of input too: zlib copies what it leaves
+        piece = memoryview(self._input)[self._pos : self._pos + DECODE_LIMIT]
+        data = bytes(inflate.decompress(piece, DECODE_LIMIT))
+        self._pos += len(piece) - len(inflate.unconsumed_tail)
+        if self._pos == len(self._input):
+            self._input, self._pos = b"", 0
+        self._more = len(data) == DECODE_LIMIT
+        return data
+
+    def flush(self) -> bytes:
+        if self._zlib is None:  # a body of one byte: too short to tell
+            if not self._input:
                 return b""
-            self._start(data)
-        return bytes(self._inner.decompress(data))
+            inflate = self._start(self._input)
+            return self.decode() + bytes(inflate.flush())
+        return bytes(self._zlib.flush())
 
     def _start(self, head: bytes) -> Any:
         wrapped = len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0
-        self._inner = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
-        return self._inner
-
-    def flush(self) -> bytes:
-        if self._inner is None:
-            if not self._pending:
-                return b""
-            inner = self._start(self._pending)
-            return bytes(inner.decompress(self._pending)) + bytes(inner.flush())
-        return bytes(self._inner.flush())
+        self._zlib = zlib.decompressobj(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+        return self._zlib
 
 
 class Response:
@@ -395,7 +446,9 @@ class Response:
 
     @property
     def complete(self) -> bool:
-        return self._conn.complete and not self._conn._body
+        """The whole body arrived and was read (decoded to its end)."""
+        conn = self._conn
+        return conn.complete and not conn._body and conn._decoder is None
 
     def release(self) -> None:
         self._pool.release(self._conn)
@@ -405,10 +458,26 @@ class Response:
 
 
 class Pool:
-    """Keep-alive connections per origin, at most `limit` in use at once."""
+    """Keep-alive connections per origin, at most `limit` requests in flight
+    (from sending one until its response is released). A request that finds
+    every slot taken waits, first come first served, at most `queue_timeout`
+    seconds for one, then fails with PoolTimeout before anything is sent.
+    `in_flight` and `waiting` count them; `on_change(in_flight, waiting)`,
+    when given, is called whenever either changes."""
 
-    def __init__(self, *, limit: int = 512, keepalive: float = 30.0) -> None:
+    def __init__(
+        self,
+        *,
+        limit: int = 512,
+        queue_timeout: float = 5.0,
+        keepalive: float = 30.0,
+        on_change: Callable[[int, int], None] | None = None,
+    ) -> None:
         self._limit = asyncio.Semaphore(limit)
+        self._queue_timeout = queue_timeout
+        self._on_change = on_change
+        self.in_flight = 0
+        self.waiting = 0
         self._keepalive = keepalive
         self._idle: dict[tuple[str, str, int], deque[_Connection]] = {}
         self._in_use: set[_Connection] = set()
@@ -430,7 +499,12 @@ class Pool:
         if self._closed:
             raise RuntimeError("the pool is closed")
         data = encode_request(method, target, origin, headers, body)
-        await self._limit.acquire()
+        if self._limit.locked():
+            await self._queue()
+        else:
+            await self._limit.acquire()  # at once
+        self.in_flight += 1
+        self._changed()
         conn: _Connection | None = None
         try:
             conn = self._reuse(origin) or await self._connect(origin, connect_timeout)
@@ -441,15 +515,37 @@ class Pool:
             if conn is not None:
                 self._in_use.discard(conn)
                 conn.abandon()
-            self._limit.release()
+            self._release_slot()
             raise
         return Response(conn, self, idle_timeout)
+
+    async def _queue(self) -> None:
+        """Wait for a free slot, at most the queue timeout."""
+        self.waiting += 1
+        self._changed()
+        try:
+            async with asyncio.timeout(self._queue_timeout):
+                await self._limit.acquire()
+        except TimeoutError:
+            raise PoolTimeout(f"no free request slot in {self._queue_timeout:g} s") from None
+        finally:
+            self.waiting -= 1
+            self._changed()
+
+    def _release_slot(self) -> None:
+        self._limit.release()
+        self.in_flight -= 1
+        self._changed()
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change(self.in_flight, self.waiting)
 
     def release(self, conn: _Connection) -> None:
         if conn not in self._in_use:
             return
         self._in_use.discard(conn)
-        self._limit.release()
+        self._release_slot()
         if conn.reusable() and not self._closed:
             conn.idle_since = time.monotonic()
             self._idle.setdefault(conn.origin.key, deque()).append(conn)

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gzip
 import itertools
 import re
 import socket
 import ssl
+import struct
+import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -144,8 +147,16 @@ async def serving(
 
 
 @contextlib.asynccontextmanager
-async def opened_pool(*, limit: int = 16, keepalive: float = 30.0) -> AsyncIterator[http1.Pool]:
-    pool = http1.Pool(limit=limit, keepalive=keepalive)
+async def opened_pool(
+    *,
+    limit: int = 16,
+    keepalive: float = 30.0,
+    queue_timeout: float = WAIT,
+    on_change: Callable[[int, int], None] | None = None,
+) -> AsyncIterator[http1.Pool]:
+    pool = http1.Pool(
+        limit=limit, keepalive=keepalive, queue_timeout=queue_timeout, on_change=on_change
+    )
     try:
         yield pool
     finally:
@@ -1132,3 +1143,223 @@ async def test_tls_to_a_plain_http_server_fails_to_connect() -> None:
         origin = http1.Origin("https", "127.0.0.1", up.port)
         with pytest.raises(http1.ConnectFailed):
             await pool.request(origin, "GET", "/", [], None, connect_timeout=5, idle_timeout=5)
+
+
+# -- the wait for a request slot -----------------------------------------------------------------
+
+
+def holding_the_first(conn_answer: bytes) -> Handler:
+    """The first connection gets half a response and is kept open; the others
+    get `conn_answer` for each request."""
+
+    async def handler(conn: Conn) -> None:
+        while await conn.request() is not None:
+            if conn.index == 1:
+                await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nheld")
+                await conn.until_closed()
+                return
+            await conn.send(conn_answer)
+
+    return handler
+
+
+async def test_a_request_that_finds_no_slot_within_the_queue_timeout_is_not_sent() -> None:
+    handler = holding_the_first(response(b"after"))
+    async with serving(handler) as up, opened_pool(limit=1, queue_timeout=0.3) as pool:
+        held = await fetch(pool, up)
+        assert (pool.in_flight, pool.waiting) == (1, 0)
+        with pytest.raises(http1.PoolTimeout):
+            await asyncio.wait_for(fetch(pool, up), WAIT)
+        assert len(up.requests) == 1  # the second one was never sent
+        assert (pool.in_flight, pool.waiting) == (1, 0)
+        held.release()  # its body unread: the connection is closed, the slot freed
+        assert pool.in_flight == 0
+        assert await get(pool, up) == (200, b"after")
+        assert len(up.requests) == 2
+
+
+async def test_a_queue_timeout_of_zero_refuses_at_once_only_when_every_slot_is_taken() -> None:
+    async with (
+        serving(answering(response(b"a"))) as up,
+        opened_pool(limit=1, queue_timeout=0) as pool,
+    ):
+        assert await get(pool, up) == (200, b"a")  # a free slot: taken without a wait
+        first = await fetch(pool, up)
+        with pytest.raises(http1.PoolTimeout):
+            await fetch(pool, up)
+        assert await read_all(first) == b"a"
+        first.release()
+        assert await get(pool, up) == (200, b"a")
+        assert len(up.requests) == 3
+
+
+async def test_in_flight_and_waiting_are_counted_and_reported() -> None:
+    changes: list[tuple[int, int]] = []
+
+    def on_change(in_flight: int, waiting: int) -> None:
+        changes.append((in_flight, waiting))
+
+    handler = answering(response(b"one"), response(b"two"))
+    async with serving(handler) as up, opened_pool(limit=1, on_change=on_change) as pool:
+        first = await fetch(pool, up)
+        second = asyncio.create_task(fetch(pool, up))
+        try:
+            await wait_until(lambda: pool.waiting == 1, "the second request waits for a slot")
+            assert (pool.in_flight, pool.waiting) == (1, 1)
+            assert await read_all(first) == b"one"
+            first.release()
+            resp = await asyncio.wait_for(second, WAIT)
+        finally:
+            second.cancel()
+        assert (pool.in_flight, pool.waiting) == (1, 0)
+        assert await read_all(resp) == b"two"
+        resp.release()
+        assert (pool.in_flight, pool.waiting) == (0, 0)
+    # taken; one waits; released; the waiter leaves the line and takes it; released
+    assert changes == [(1, 0), (1, 1), (0, 1), (0, 0), (1, 0), (0, 0)]
+
+
+async def test_a_waiting_request_that_is_cancelled_leaves_the_line_and_takes_no_slot() -> None:
+    async with serving(answering(response(b"x"))) as up, opened_pool(limit=1) as pool:
+        first = await fetch(pool, up)
+        waiter = asyncio.create_task(fetch(pool, up))
+        await wait_until(lambda: pool.waiting == 1, "the second request waits for a slot")
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert (pool.in_flight, pool.waiting) == (1, 0)
+        assert await read_all(first) == b"x"
+        first.release()
+        assert await get(pool, up) == (200, b"x")  # with limit 1: the slot came back
+        assert (pool.in_flight, pool.waiting) == (0, 0)
+        assert len(up.requests) == 2
+
+
+# -- compressed bodies that inflate far past their size ------------------------------------------
+
+
+@functools.lru_cache
+def bomb(mib: int, encoding: str = "gzip", *, fill: bytes = b"\0", prefix: bytes = b"") -> bytes:
+    """`prefix` then `mib` MiB of `fill`, compressed to about 1 KiB per MiB
+    (gzip, zlib-wrapped `deflate` or `deflate-raw`), with valid trailers.
+    Each MiB is compressed after a full flush (no back-references across
+    it), so one compressed MiB serves for all but the first."""
+    block = fill * (1 << 20)
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    first = deflate.compress(prefix + block) + deflate.flush(zlib.Z_FULL_FLUSH)
+    again = deflate.compress(block) + deflate.flush(zlib.Z_FULL_FLUSH)
+    raw = first + again * (mib - 1) + deflate.flush()
+    if encoding == "deflate-raw":
+        return raw
+    if encoding == "deflate":
+        adler = zlib.adler32(prefix)
+        for _ in range(mib):
+            adler = zlib.adler32(block, adler)
+        return b"\x78\xda" + raw + struct.pack(">I", adler)
+    crc = zlib.crc32(prefix)
+    for _ in range(mib):
+        crc = zlib.crc32(block, crc)
+    size = (len(prefix) + (mib << 20)) & 0xFFFFFFFF
+    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff" + raw + struct.pack("<II", crc, size)
+
+
+def test_the_bombs_are_valid_compressed_data() -> None:
+    assert gzip.decompress(bomb(3, fill=b"a", prefix=b"data: ")) == b"data: " + b"a" * (3 << 20)
+    assert zlib.decompress(bomb(3, "deflate")) == bytes(3 << 20)
+    assert zlib.decompress(bomb(3, "deflate-raw"), -zlib.MAX_WBITS) == bytes(3 << 20)
+    assert len(bomb(1024)) < 1100 * 1024  # about 1 MB for 1 GiB
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_a_bomb_is_decoded_at_most_decode_limit_bytes_per_read(encoding: str) -> None:
+    """About 1 MB that inflates to 1 GiB, sent at once in 64 KiB chunks: each
+    read gives at most DECODE_LIMIT bytes, and reading a few, then leaving,
+    keeps the memory in use small (decoding a whole read at once took
+    hundreds of megabytes)."""
+    encoded = bomb(1024, encoding)
+    pieces = [chunk(encoded[i : i + 65536]) for i in range(0, len(encoded), 65536)]
+    sent = asyncio.Event()
+
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            head = chunked_head(f"Content-Encoding: {encoding}")
+            await conn.send(head + b"".join(pieces) + b"0\r\n\r\n")
+            sent.set()
+            await conn.until_closed()
+
+    sizes: list[int] = []
+    async with serving(handler) as up, opened_pool() as pool:
+        tracemalloc.start()
+        try:
+            resp = await fetch(pool, up)
+            await asyncio.wait_for(sent.wait(), WAIT)
+            await asyncio.sleep(0.1)  # the body arrives: the first read finds it buffered
+            tracemalloc.reset_peak()
+            for _ in range(8):
+                data = await resp.read()
+                assert data == bytes(len(data))
+                sizes.append(len(data))
+            resp.release()
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert all(0 < n <= http1.DECODE_LIMIT for n in sizes), sizes
+    assert peak < 64 << 20, f"{peak / 2**20:.1f} MiB"
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "deflate-raw"])
+async def test_a_bomb_read_to_its_end_arrives_whole_in_bounded_pieces(encoding: str) -> None:
+    encoded = bomb(16, encoding)
+    name = encoding.removesuffix("-raw")
+    pieces = [encoded[i : i + 4096] for i in range(0, len(encoded), 4096)]
+    answer = chunked(*pieces, headers=[f"Content-Encoding: {name}"])
+    async with serving(answering(answer)) as up, opened_pool() as pool:
+        for _ in range(2):  # read to its end: the connection is reused
+            resp = await fetch(pool, up)
+            total = 0
+            while data := await resp.read():
+                assert len(data) <= http1.DECODE_LIMIT
+                assert data == bytes(len(data))
+                total += len(data)
+            assert total == 16 << 20
+            assert resp.complete
+            resp.release()
+        assert up.connections == 1
+
+
+async def test_a_response_is_not_complete_while_decoded_bytes_remain() -> None:
+    answer = response(bomb(4), headers=["Content-Encoding: gzip"])  # one write
+    async with serving(answering(answer)) as up, opened_pool() as pool:
+        resp = await fetch(pool, up)
+        assert len(await resp.read()) == http1.DECODE_LIMIT
+        assert not resp.complete  # all of it arrived, not all of it was read
+        rest = await read_all(resp)
+        assert len(rest) == (4 << 20) - http1.DECODE_LIMIT
+        assert resp.complete
+        resp.release()
+        # released with decoded bytes unread, the connection is still reusable
+        resp = await fetch(pool, up)
+        assert len(await resp.read()) == http1.DECODE_LIMIT
+        resp.release()
+        assert await get(pool, up) == (200, bytes(4 << 20))
+        assert up.connections == 1
+
+
+async def test_decoded_bytes_still_to_come_do_not_wait_for_the_socket() -> None:
+    """The whole compressed body arrives, the response never ends (no last
+    chunk): every decoded byte is read before the idle timeout ends it."""
+    encoded = bomb(8)
+
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            await conn.send(chunked_head("Content-Encoding: gzip") + chunk(encoded))
+            await conn.until_closed()
+
+    async with serving(handler) as up, opened_pool() as pool:
+        resp = await fetch(pool, up, idle=0.5)
+        pieces: list[bytes] = []
+        with pytest.raises(http1.ResponseTimeout):
+            await read_all(resp, pieces)
+        resp.release()
+    assert sum(map(len, pieces)) == 8 << 20
+    assert max(map(len, pieces)) <= http1.DECODE_LIMIT
