@@ -23,7 +23,7 @@ from proxy.config import (
     with_overrides,
 )
 from proxy.errors import ConfigError
-from proxy.stores import store_kind
+from proxy.stores import check_store, store_kind
 
 ENV_OVERRIDES = "_REASONING_PROXY_OVERRIDES"  # server options passed to worker processes
 
@@ -121,6 +121,7 @@ def serve(config: Config, args: argparse.Namespace) -> None:
     from proxy.observability import MULTIPROC_ENV, configure_logging
 
     check_workers(config)
+    check_store(config.store.url)
     server = config.server
     configure_logging(server.log_level, server.log_format, secrets_of(config))
     print(
@@ -163,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check-config":
             config = load_config(args.file)
             check_workers(config)
+            check_store(config.store.url)
             print(json.dumps(describe(config), indent=2))
             print(f"{args.file}: OK", file=sys.stderr)
             return 0
@@ -172,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from proxy.demo.run import run_demo
 
+            check_store(args.store or os.environ.get(ENV_STORE) or "memory://")
             run_demo(args)
             return 0
     except ConfigError as exc:

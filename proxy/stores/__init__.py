@@ -13,7 +13,10 @@ from proxy.stores.memory import MemoryStore
 
 
 def store_kind(url: str) -> str:
-    scheme = urlsplit(url).scheme.lower()
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError as exc:  # an unbalanced [ in the host
+        raise ConfigError(f"invalid store URL: {exc}") from None
     if scheme in ("", "memory"):
         return "memory"
     if scheme in ("sqlite", "redis", "rediss"):
@@ -21,6 +24,23 @@ def store_kind(url: str) -> str:
     raise ConfigError(
         f"unknown store URL scheme {scheme!r}: use memory://, sqlite:///path.db or redis://host:port/db"
     )
+
+
+def check_store(url: str) -> None:
+    """Raise ConfigError, before the server starts, when a store cannot work
+    as configured: an unknown scheme, a malformed URL, a SQLite path whose
+    directory is missing or whose file is not a database. A store that is
+    only down now (Redis not up yet) passes: the proxy starts, and /readyz
+    says 503 until the store answers. Nothing is created or changed."""
+    kind = store_kind(url)
+    if kind == "sqlite":
+        from proxy.stores.sqlite import check_sqlite, sqlite_path
+
+        check_sqlite(sqlite_path(url))
+    elif kind == "redis":
+        from proxy.stores.redis import check_redis_url
+
+        check_redis_url(url)
 
 
 def open_store(options: StoreModel) -> ReasoningStore:

@@ -51,6 +51,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 import redis.asyncio as aioredis
@@ -194,6 +195,37 @@ def _scored(reply: Any) -> list[tuple[str, float]]:
     return [(_text(member), float(score)) for member, score in reply]
 
 
+def check_redis_url(url: str) -> None:
+    """Raise ConfigError when the URL cannot work: it does not parse, its
+    database is not a number, or it names an option redis-py does not have
+    (the connection object is built, no socket opened). A server that is
+    down is no error here: the store connects when it comes up. Messages
+    never quote the URL, which may hold a password."""
+    try:
+        parse_url(url)
+    except ValueError as exc:
+        raise ConfigError(f"invalid Redis store URL: {exc}") from None
+    parts = urlsplit(url)
+    if parts.scheme.lower() in ("redis", "rediss"):
+        db = parts.path.lstrip("/")
+        if db and not (db.isascii() and db.isdigit()):
+            raise ConfigError(
+                "invalid Redis store URL: the path must be a database number (redis://host:6379/0)"
+            )
+    try:
+        aioredis.Redis.from_url(url).connection_pool.make_connection()  # type: ignore[no-untyped-call]
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid Redis store URL: {_option_error(exc)}") from None
+
+
+def _option_error(exc: Exception) -> str:
+    """redis-py's complaint about a query option, without the rest of the URL."""
+    text = str(exc)
+    if "unexpected keyword argument" in text:
+        return "unknown option " + text.rsplit("argument", 1)[1].strip()
+    return type(exc).__name__
+
+
 @contextlib.contextmanager
 def _failures(what: str) -> Iterator[None]:
     """The one place redis and socket errors become StoreFailure. ValueError
@@ -217,10 +249,7 @@ class RedisStore:
         prefix: str = "rp:",
         clock: Callable[[], float] = time.time,
     ) -> None:
-        try:
-            parse_url(url)  # refuse a malformed URL at start-up, not on the first request
-        except ValueError as exc:
-            raise ConfigError(f"invalid Redis store URL: {exc}") from None
+        check_redis_url(url)  # refuse a malformed URL at start-up, not on the first request
         self.url = url
         self._max_conversations = max_conversations
         self._ttl = ttl_seconds

@@ -3,7 +3,8 @@
 URL: `sqlite:///relative/path.db` (relative to the working directory) or
 `sqlite:////absolute/path.db`, the usual database-URL convention;
 `sqlite:///:memory:` keeps everything in the process (tests). The parent
-directory must exist.
+directory must exist and be writable; `check_sqlite` says so at start-up,
+before the server listens.
 
 The database runs in WAL mode (readers never wait for the writer, and several
 worker processes on one host can share the file) with `synchronous=NORMAL`: a
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -113,6 +115,48 @@ def sqlite_path(url: str) -> str:
     if not path or path.endswith("/"):
         raise ConfigError("the SQLite store URL names no file: use sqlite:///path/to/file.db")
     return path
+
+
+def check_sqlite(path: str) -> None:
+    """Raise ConfigError when the store cannot work at `path`: its directory
+    is missing, the file is missing and cannot be made there, the path is
+    not a file, or the file is not a SQLite database this version can use.
+    A database that can be read but not written (a read-only file) passes:
+    the proxy serves the history it holds and reports not ready, as when
+    the file turns read-only later. Nothing is created or changed: a missing
+    file is made by the store when it starts."""
+    if path == ":memory:":
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ConfigError(f"the SQLite store's directory {directory} does not exist")
+    if not os.path.exists(path):
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise ConfigError(
+                f"the SQLite store's directory {directory} is not writable, "
+                f"so {os.path.basename(path)} cannot be created there"
+            )
+        return
+    if not os.path.isfile(path):
+        raise ConfigError(f"the SQLite store {path} is not a file")
+    try:
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            db.execute("PRAGMA schema_version").fetchone()  # reads the header and schema
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        name = getattr(exc, "sqlite_errorname", "")
+        if name in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+            return  # another process holds it now: busy, not broken
+        if name == "SQLITE_NOTADB":
+            raise ConfigError(f"the SQLite store {path} is not a SQLite database") from None
+        raise ConfigError(f"the SQLite store {path} cannot be used: {exc}") from None
+    if version > SCHEMA_VERSION:
+        raise ConfigError(
+            f"the SQLite store {path} was written by a newer version (schema {version})"
+        )
 
 
 @contextlib.contextmanager

@@ -1,0 +1,157 @@
+"""Start-up with a store that cannot work as configured: the command stops
+at once with one clear line and exit status 2, before it listens. A store
+that is only down (Redis not up yet) still starts, not ready until it is."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.harness import free_port
+from tests.stores.servers import ProxyProcess, wait_until
+
+UPSTREAM = "http://127.0.0.1:9/v1"
+
+
+def env() -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("REASONING_PROXY_")}
+    return {**clean, "REASONING_PROXY_SECRET": "startup-test-secret"}
+
+
+def run(
+    *args: str, cwd: Path | None = None, prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "proxy", *args],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=cwd,
+        timeout=20,  # a refused start ends at once; this only stops a hung one
+        check=False,
+    )
+
+
+def serve(store: str) -> subprocess.CompletedProcess[str]:
+    return run("serve", "--upstream", UPSTREAM, "--store", store, "--port", str(free_port()))
+
+
+def assert_refused(result: subprocess.CompletedProcess[str], *words: str) -> str:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("reasoning-proxy: ")
+    assert "Traceback" not in result.stderr
+    assert "listening" not in result.stdout  # it stopped before the server started
+    for word in words:
+        assert word in lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def garbage(tmp_path: Path) -> Path:
+    path = tmp_path / "garbage.db"
+    path.write_bytes(b"this is not a database\n" * 200)
+    return path
+
+
+def test_a_sqlite_path_in_a_missing_directory_stops_start_up() -> None:
+    assert_refused(serve("sqlite:////nonexistent-dir/x.db"), "/nonexistent-dir", "does not exist")
+
+
+def test_a_file_that_is_not_a_database_stops_start_up(garbage: Path) -> None:
+    assert_refused(serve(f"sqlite:///{garbage}"), str(garbage), "not a SQLite database")
+    assert garbage.read_bytes() == b"this is not a database\n" * 200  # left as it was
+
+
+def test_a_sqlite_file_that_cannot_be_created_stops_start_up(tmp_path: Path) -> None:
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # root writes anywhere: run without that capability
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: a read-only directory cannot be made")
+        prefix = ["setpriv", "--bounding-set", "-dac_override", "--"]
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        args = ["--upstream", UPSTREAM, "--store", f"sqlite:///{locked}/x.db"]
+        result = run("serve", *args, "--port", str(free_port()), prefix=prefix)
+        assert_refused(result, str(locked), "not writable")
+    finally:
+        locked.chmod(0o755)
+
+
+def test_a_sqlite_path_that_is_a_directory_stops_start_up(tmp_path: Path) -> None:
+    assert_refused(serve(f"sqlite:///{tmp_path}"), "not a file")
+
+
+def test_a_database_from_a_newer_version_stops_start_up(tmp_path: Path) -> None:
+    path = tmp_path / "newer.db"
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 99")
+    db.close()
+    assert_refused(serve(f"sqlite:///{path}"), "newer version")
+
+
+def test_an_unknown_store_scheme_stops_start_up() -> None:
+    assert_refused(serve("foo://x"), "unknown store URL scheme", "memory://")
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("redis://127.0.0.1:99999/0", ["invalid Redis store URL", "out of range"]),
+        ("redis://127.0.0.1:notaport/0", ["invalid Redis store URL"]),
+        ("redis://127.0.0.1:6379/zero", ["invalid Redis store URL", "database number"]),
+        ("redis://127.0.0.1:6379/0?colour=blue", ["invalid Redis store URL", "colour"]),
+        ("redis://[::1/0", ["invalid store URL", "IPv6"]),
+    ],
+)
+def test_a_malformed_redis_url_stops_start_up(url: str, words: list[str]) -> None:
+    assert_refused(serve(url), *words)
+
+
+def test_a_redis_password_is_not_echoed() -> None:
+    line = assert_refused(serve("redis://user:hunter2-secret@127.0.0.1:99999/0"))
+    assert "hunter2-secret" not in line
+
+
+def test_demo_and_check_config_refuse_the_same_stores(tmp_path: Path, garbage: Path) -> None:
+    demo = run("demo", "--store", "sqlite:////nonexistent-dir/x.db", "--port", str(free_port()))
+    assert_refused(demo, "does not exist")
+    config = tmp_path / "proxy.yaml"
+    config.write_text(
+        f"routes:\n  - name: main\n    upstream: {UPSTREAM}\nstore:\n  url: sqlite:///{garbage}\n"
+    )
+    assert_refused(run("check-config", str(config)), "not a SQLite database")
+
+
+def test_a_usable_sqlite_path_is_not_created_by_the_check(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.yaml"
+    config.write_text(
+        f"routes:\n  - name: main\n    upstream: {UPSTREAM}\nstore:\n  url: sqlite:///new.db\n"
+    )
+    result = run("check-config", str(config), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "new.db").exists()
+
+
+def test_a_redis_that_is_down_still_starts_and_is_not_ready(tmp_path: Path) -> None:
+    closed = free_port()  # nothing listens there
+    proxy = ProxyProcess(
+        ["--upstream", UPSTREAM, "--store", f"redis://127.0.0.1:{closed}/0"],
+        log=tmp_path / "proxy.log",
+    )
+    with proxy:
+        assert httpx.get(proxy.base + "/healthz", timeout=5).status_code == 200
+        ready = httpx.get(proxy.base + "/readyz", timeout=5)
+        assert ready.status_code == 503
+    wait_until(lambda: "reasoning-proxy listening" in proxy.log.read_text(), what="the banner")
