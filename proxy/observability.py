@@ -111,6 +111,19 @@ class Metrics:
             registry=r,
             multiprocess_mode="min",
         )
+        # livesum: with several workers, the sum over the running processes
+        self.upstream_in_flight = Gauge(
+            "reasoning_proxy_upstream_in_flight",
+            "Upstream requests holding one of server.upstream_max_in_flight slots.",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
+        self.upstream_waiting = Gauge(
+            "reasoning_proxy_upstream_waiting",
+            "Requests waiting for an upstream request slot.",
+            registry=r,
+            multiprocess_mode="livesum",
+        )
         self.upstream_errors = Counter(
             "reasoning_proxy_upstream_errors",
             "Upstream failures, by route and kind (connect, timeout, status, malformed).",
@@ -132,6 +145,10 @@ class Metrics:
         if child is None:
             child = self._children[key] = metric.labels(*labels)
         return child
+
+    def upstream_load(self, in_flight: int, waiting: int) -> None:
+        self.upstream_in_flight.set(in_flight)
+        self.upstream_waiting.set(waiting)
 
     def render(self) -> tuple[bytes, str]:
         if self.multiprocess:

@@ -45,7 +45,14 @@ class Runtime:
     ) -> None:
         self.config = config
         self.store = store if store is not None else open_store(config.store)
-        self.upstream = Upstream()
+        self.metrics = Metrics()
+        self.upstream = Upstream(
+            pool_size=config.server.upstream_max_in_flight,
+            queue_timeout=config.server.upstream_queue_timeout,
+            # with --workers, /metrics adds up one gauge file per process and a
+            # scrape reaches one process: each keeps its own file current
+            on_load=self.metrics.upstream_load if self.metrics.multiprocess else None,
+        )
         self.tokens = tokens or TokenCounter()
         # route keys quoted back by an upstream are masked before clients see them
         self.key_mask = KeyMask.of(
@@ -59,7 +66,6 @@ class Runtime:
         else:
             self._secret = secrets.token_bytes(32)
         self.live = LiveFeed()
-        self.metrics = Metrics()
         # an in-process store does no I/O: its calls need no timeout or shield
         self.store_in_process = isinstance(self.store, MemoryStore)
         self.store_ok = True

@@ -5,20 +5,23 @@ opened in the app's lifespan. Redirects are never followed, the environment's
 proxy settings are not read (only the config chooses where requests go), and
 every client or socket error is turned into a ProxyError here: 502 when the
 upstream cannot be reached, 504 when it goes quiet for longer than the
-route's idle timeout.
+route's idle timeout, 503 with `Retry-After` when no request slot came free
+within the queue timeout (`server.upstream_max_in_flight` requests in flight
+and `server.upstream_queue_timeout`; nothing was sent).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable, Iterator
+import math
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 
 from yarl import URL
 
 from proxy import http1
 from proxy.config import Route
-from proxy.errors import UpstreamError, UpstreamTimeout
+from proxy.errors import UpstreamBusy, UpstreamError, UpstreamTimeout
 from proxy.http1 import Response
 
 __all__ = [
@@ -87,15 +90,43 @@ _ACCEPT_ENCODING = ("accept-encoding", "gzip, deflate")
 
 
 class Upstream:
-    """A pooled HTTP client for upstream requests."""
+    """A pooled HTTP client for upstream requests: at most `pool_size` in
+    flight; one more waits up to `queue_timeout` seconds for a slot.
+    `on_load(in_flight, waiting)` is called whenever either count changes
+    (for gauges that cannot be read at scrape time)."""
 
-    def __init__(self, *, pool_size: int = 512) -> None:
+    def __init__(
+        self,
+        *,
+        pool_size: int = 512,
+        queue_timeout: float = 5.0,
+        on_load: Callable[[int, int], None] | None = None,
+    ) -> None:
         self._pool_size = pool_size
+        self._queue_timeout = queue_timeout
+        self._on_load = on_load
         self._pool: http1.Pool | None = None
         self._targets: dict[tuple[str, str], tuple[http1.Origin, str]] = {}
+        # whole seconds, at least one: the wait that just failed was this long
+        self._retry_after = str(max(1, math.ceil(queue_timeout)))
 
     async def start(self) -> None:
-        self._pool = http1.Pool(limit=self._pool_size, keepalive=30.0)
+        self._pool = http1.Pool(
+            limit=self._pool_size,
+            queue_timeout=self._queue_timeout,
+            keepalive=30.0,
+            on_change=self._on_load,
+        )
+
+    @property
+    def in_flight(self) -> int:
+        """Upstream requests holding a slot (sent, response not yet released)."""
+        return self._pool.in_flight if self._pool is not None else 0
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a slot."""
+        return self._pool.waiting if self._pool is not None else 0
 
     def load_tls(self) -> None:
         """Load the system's trust store ahead of the first HTTPS request."""
@@ -149,6 +180,11 @@ class Upstream:
                 connect_timeout=route.connect_timeout,
                 idle_timeout=route.idle_timeout,
             )
+        except http1.PoolTimeout:
+            raise UpstreamBusy(
+                "The proxy has too many upstream requests in flight; retry later.",
+                headers={"Retry-After": self._retry_after},
+            ) from None
         except (http1.ConnectTimeout, http1.ResponseTimeout):
             raise UpstreamTimeout(
                 "The upstream did not answer within the route's timeout.", code="upstream_timeout"
@@ -165,7 +201,8 @@ class Upstream:
 
     @staticmethod
     async def chunks(response: Response) -> AsyncIterator[bytes]:
-        """The body as it arrives, one item per socket read."""
+        """The body as it arrives, one item per socket read (of a compressed
+        body, at most `http1.DECODE_LIMIT` decoded bytes each)."""
         with upstream_read_errors():
             while True:
                 data = await response.read()

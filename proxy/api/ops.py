@@ -39,6 +39,8 @@ def ops_router(rt: Runtime) -> APIRouter:
             rt.metrics.store_bytes.set(stats.bytes)
         except (TimeoutError, StoreFailure) as exc:
             rt.store_call_failed("stats", exc)
+        # read now, not counted per request (with --workers: see Runtime)
+        rt.metrics.upstream_load(rt.upstream.in_flight, rt.upstream.waiting)
         body, content_type = rt.metrics.render()
         return Response(body, media_type=content_type)
 
