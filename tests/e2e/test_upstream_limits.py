@@ -239,6 +239,33 @@ def test_metrics_show_the_requests_in_flight_and_the_ones_waiting(gated: GatedUp
         wait_until(lambda: gauges(proxy.base) == (0, 0), 10, "every slot is released")
 
 
+def test_with_workers_the_gauges_add_up_every_process(gated: GatedUpstream, tmp_path: Path) -> None:
+    """Each worker keeps its own gauge file current, so whichever worker
+    answers /metrics, the sum is right (a value set only when scraped would
+    leave the other worker's file stale)."""
+    config = tmp_path / "proxy.yaml"
+    config.write_text(yaml.safe_dump(limited(gated, 30.0)))
+    store = f"sqlite:///{tmp_path / 'history.db'}"
+    args = ["--config", str(config), "--store", store, "--workers", "2"]
+    with (
+        ProxyProcess(args, log=tmp_path / "proxy.log") as proxy,
+        httpx.Client(timeout=30) as client,
+    ):
+        chat = f"{proxy.url}/chat/completions"
+        with (
+            client.stream("POST", chat, json=body(stream=True)) as one,
+            client.stream("POST", chat, json=body(stream=True)) as two,
+        ):
+            wait_until(lambda: len(gated.requests) == 2, 10, "both streams reach the upstream")
+            # each scrape on a new connection: the workers take turns as they accept
+            assert [gauges(proxy.base) for _ in range(8)] == [(2, 0)] * 8
+            gated.open()
+            one.read()
+            two.read()
+        wait_until(lambda: gauges(proxy.base) == (0, 0), 10, "every slot is released")
+        assert [gauges(proxy.base) for _ in range(8)] == [(0, 0)] * 8
+
+
 # -- gzip bombs, measured in a real proxy process -------------------------------------------------
 
 MAX_RESPONSE = 16 * MiB
