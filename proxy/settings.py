@@ -184,6 +184,22 @@ def request_conversation_id(headers: Iterable[tuple[str, str]]) -> str | None:
     return parse_conversation_id(found)
 
 
+def request_profile(headers: Iterable[tuple[str, str]]) -> str | None:
+    """The request's X-Reasoning-Profile name; twice with different names is
+    a 400 (unknown_profile's sibling, invalid_reasoning_setting)."""
+    name = PROFILE_HEADER.lower()
+    found: str | None = None
+    for key, value in headers:
+        if key == name:
+            if found is not None and value != found:
+                raise InvalidSetting(
+                    f"{PROFILE_HEADER} was given twice with different values",
+                    param=PROFILE_HEADER,
+                )
+            found = value
+    return found
+
+
 def parse_conversation_id(raw: str | None) -> str | None:
     if raw is None:
         return None

@@ -41,3 +41,16 @@ def test_a_malformed_conversation_id_is_refused_without_its_value() -> None:
     with pytest.raises(InvalidConversationId) as info:
         request_conversation_id([("x-conversation-id", "semi;colon")])
     assert "semi;colon" not in info.value.message
+
+
+def test_a_profile_named_twice_differently_is_refused() -> None:
+    from proxy.errors import InvalidSetting
+    from proxy.settings import request_profile
+
+    assert request_profile([("x-reasoning-profile", "fast")] * 2) == "fast"
+    assert request_profile([]) is None
+    with pytest.raises(InvalidSetting) as caught:
+        request_profile([("x-reasoning-profile", "fast"), ("x-reasoning-profile", "deep")])
+    assert caught.value.param == "X-Reasoning-Profile"
+    assert "fast" not in caught.value.message
+    assert "deep" not in caught.value.message

@@ -66,6 +66,7 @@ from proxy.settings import (
     config_overrides,
     header_overrides,
     request_conversation_id,
+    request_profile,
     resolve,
 )
 from proxy.stores.base import StoreFailure
@@ -176,7 +177,7 @@ class ChatEndpoint:
             raise Unauthorized("This proxy requires an API key (Authorization: Bearer ...).")
         from_headers = header_overrides(headers)
         conversation = request_conversation_id(headers)
-        profile = await self._profile(header(headers, PROFILE_HEADER.lower()))
+        profile = await self._profile(request_profile(headers))
         payload = parse_json_object(await read_body(receive, config.limits.max_body_bytes))
         messages = payload.get("messages")
         if not isinstance(messages, list) or not messages:
