@@ -8,10 +8,13 @@ whose lifespan opens and closes the runtime (upstream client, store).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -30,16 +33,29 @@ from proxy.config import (
     ENV_STORE,
     ENV_UPSTREAM,
     Config,
+    Secret,
     load_config,
     upstream_config,
     with_overrides,
 )
-from proxy.errors import BadRequest, ConfigError, MethodNotAllowed, NotFound, ProxyError
+from proxy.errors import (
+    BadRequest,
+    ConfigError,
+    MethodNotAllowed,
+    NotFound,
+    ProxyError,
+    ServerShuttingDown,
+)
 from proxy.runtime import Runtime
 
 CHAT_PATH = "/v1/chat/completions"
 # /v1 paths the proxy answers itself; every other /v1 path is passed through
 OWN_PREFIXES = ("/v1/conversations", "/v1/reasoning/")
+# answered while the process drains before it stops (probes and scrapes)
+DRAIN_PATHS = frozenset(("/healthz", "/readyz", "/metrics"))
+ENV_OVERRIDES = "_REASONING_PROXY_OVERRIDES"  # server options, from `serve` to its workers
+# the tenant secret `serve` drew when none is configured, for its workers
+ENV_WORKER_SECRET = "_REASONING_PROXY_WORKER_SECRET"
 
 
 class ProxyApp:
@@ -55,24 +71,44 @@ class ProxyApp:
         self.mounts = tuple((mounts or {}).items())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            path = scope["path"]
-            for prefix, app in self.mounts:
-                if path.startswith(prefix + "/"):
-                    await app(
-                        {**scope, "path": path[len(prefix) :], "root_path": prefix}, receive, send
-                    )
-                    return
-            if path == CHAT_PATH:
-                if scope["method"] == "POST":
-                    await self.chat(scope, receive, send)
-                else:
-                    await send_error(send, MethodNotAllowed("Use POST for chat completions."))
+        if scope["type"] != "http":
+            await self.api(scope, receive, send)
+            return
+        path = scope["path"]
+        for prefix, app in self.mounts:
+            if path.startswith(prefix + "/"):
+                scope = {**scope, "path": path[len(prefix) :], "root_path": prefix}
+                await app(scope, receive, send)
                 return
-            if path.startswith("/v1/") and not path.startswith(OWN_PREFIXES):
-                await self.passthrough(scope, receive, send)
+        rt = self.runtime
+        if rt.draining and path not in DRAIN_PATHS:
+            await send_error(send, ServerShuttingDown())
+            return
+        endpoint: ASGIApp
+        if path == CHAT_PATH:
+            if scope["method"] != "POST":
+                await send_error(send, MethodNotAllowed("Use POST for chat completions."))
                 return
-        await self.api(scope, receive, send)
+            endpoint = self.chat
+        elif path.startswith("/v1/") and not path.startswith(OWN_PREFIXES):
+            endpoint = self.passthrough
+        else:
+            await self.api(scope, receive, send)
+            return
+        # the requests a shutdown waits for (and cuts when its grace period ends)
+        task = asyncio.current_task()
+        assert task is not None
+        rt.requests.add(task)
+        try:
+            await endpoint(scope, receive, send)
+        except asyncio.CancelledError:
+            if not rt.cut:
+                raise
+            # cut at the end of the grace period, where the endpoint could not
+            # answer itself (still reading the request): end here, no traceback
+            task.uncancel()
+        finally:
+            rt.requests.discard(task)
 
 
 def _error_response(exc: ProxyError) -> Response:
@@ -146,9 +182,15 @@ def config_from_env() -> Config:
         config = upstream_config(upstream)
     else:
         raise ConfigError(f"no configuration: set {ENV_CONFIG} or {ENV_UPSTREAM}")
-    overrides = json.loads(os.environ.get("_REASONING_PROXY_OVERRIDES", "{}"))
+    overrides = json.loads(os.environ.get(ENV_OVERRIDES, "{}"))
     overrides.setdefault("store_url", os.environ.get(ENV_STORE))
-    return with_overrides(config, **overrides)
+    config = with_overrides(config, **overrides)
+    drawn = os.environ.get(ENV_WORKER_SECRET)
+    if config.secret is None and drawn:
+        # every worker of one `serve` shares the secret its parent drew, so a
+        # client key is the same tenant whichever worker answers
+        config = replace(config, secret=Secret(drawn))
+    return config
 
 
 def app_from_env() -> ProxyApp:
@@ -158,4 +200,8 @@ def app_from_env() -> ProxyApp:
 
     config = config_from_env()
     configure_logging(config.server.log_level, config.server.log_format, secrets_of(config))
+    # `serve` turns uvicorn's access log off (the proxy logs one line per
+    # request itself); uvicorn did so in this worker before the root handler
+    # above made it propagate again
+    logging.getLogger("uvicorn.access").propagate = False
     return create_app(config)

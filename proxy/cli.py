@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
+import logging
 import os
+import secrets
 import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from proxy.config import (
@@ -17,6 +20,7 @@ from proxy.config import (
     ENV_STORE,
     ENV_UPSTREAM,
     Config,
+    Secret,
     describe,
     load_config,
     upstream_config,
@@ -25,7 +29,7 @@ from proxy.config import (
 from proxy.errors import ConfigError
 from proxy.stores import check_store, store_kind
 
-ENV_OVERRIDES = "_REASONING_PROXY_OVERRIDES"  # server options passed to worker processes
+log = logging.getLogger("proxy")
 
 
 def _serve_options(parser: argparse.ArgumentParser) -> None:
@@ -114,33 +118,45 @@ def secrets_of(config: Config) -> list[str]:
     return values
 
 
-def serve(config: Config, args: argparse.Namespace) -> None:
-    import uvicorn
+def with_secret(config: Config) -> tuple[Config, bool]:
+    """The config with a tenant secret: the configured one, else one drawn
+    now (one per `serve`, shared by its workers). True when drawn."""
+    if config.secret is not None:
+        return config, False
+    return replace(config, secret=Secret(secrets.token_urlsafe(32))), True
 
-    from proxy.app import create_app
+
+def serve(config: Config, args: argparse.Namespace) -> None:
+    from proxy import serving
+    from proxy.app import ENV_OVERRIDES, ENV_WORKER_SECRET, create_app
     from proxy.observability import MULTIPROC_ENV, configure_logging
+    from proxy.runtime import RANDOM_SECRET_WARNING
 
     check_workers(config)
     check_store(config.store.url)
+    config, drawn = with_secret(config)
     server = config.server
     configure_logging(server.log_level, server.log_format, secrets_of(config))
+    kind = store_kind(config.store.url)
     print(
         f"reasoning-proxy listening on http://{server.host}:{server.port} "
-        f"({len(config.routes)} route(s), store {store_kind(config.store.url)}, "
-        f"{server.workers} worker(s))",
+        f"({len(config.routes)} route(s), store {kind}, {server.workers} worker(s))",
         flush=True,
     )
+    if drawn and kind != "memory":
+        # with the memory store nothing outlives the process, and there is
+        # only one process: a random secret loses nothing there
+        log.warning(RANDOM_SECRET_WARNING)
     common: dict[str, Any] = {
         "host": server.host,
         "port": server.port,
         "log_level": server.log_level,
         "access_log": False,
         "proxy_headers": False,  # no X-Forwarded-* rewriting: nothing reads the client address
-        "timeout_graceful_shutdown": 10,
         "log_config": None,  # our handler on the root logger (redacting) serves uvicorn too
     }
     if server.workers == 1:
-        uvicorn.run(create_app(config), **common)
+        serving.run(create_app(config), **common)
         return
     # Worker processes rebuild the config from the environment, and write
     # their metrics to files that /metrics aggregates.
@@ -155,7 +171,12 @@ def serve(config: Config, args: argparse.Namespace) -> None:
     os.environ[ENV_OVERRIDES] = json.dumps(
         {k: v for k, v in _overrides(args, dict(os.environ)).items() if v is not None}
     )
-    uvicorn.run("proxy.app:app_from_env", factory=True, workers=server.workers, **common)
+    if drawn:
+        assert config.secret is not None
+        os.environ[ENV_WORKER_SECRET] = config.secret.get()
+    else:
+        os.environ.pop(ENV_WORKER_SECRET, None)
+    serving.run("proxy.app:app_from_env", workers=server.workers, **common)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -117,6 +117,7 @@ class ServerModel(_Model):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "text"] = "json"
     log_bodies: bool = False
+    shutdown_grace_seconds: float = Field(25.0, ge=0, le=3600)
     upstream_max_in_flight: int = Field(512, ge=1)
     upstream_queue_timeout: float = Field(5.0, ge=0)
 

@@ -108,6 +108,20 @@ class UpstreamBusy(ProxyError):
     default_code = "upstream_busy"
 
 
+class ServerShuttingDown(ProxyError):
+    """The process is draining before it stops: a new request is refused, and
+    a request still running when the grace period ends is cut. Retry: another
+    replica (or this one's successor) answers."""
+
+    status = 503
+    type = "server_error"
+    default_code = "server_shutting_down"
+
+    def __init__(self, message: str = "The server is shutting down; retry the request.") -> None:
+        # `connection: close` sends a client with a pooled connection elsewhere
+        super().__init__(message, headers={"Retry-After": "1", "Connection": "close"})
+
+
 class UpstreamError(ProxyError):
     """The upstream could not be reached or answered in a way we cannot use."""
 

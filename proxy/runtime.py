@@ -33,6 +33,16 @@ from proxy.upstream import Upstream
 log = logging.getLogger("proxy")
 
 STORE_TIMEOUT = 5.0  # seconds a store call may take before it counts as failed
+# after the grace period, seconds the cut requests get to end their responses
+# and store their turns (a store write is bounded by STORE_TIMEOUT)
+CUT_SECONDS = STORE_TIMEOUT + 1.0
+DRAIN_POLL = 0.1  # seconds between two looks for a second Ctrl-C while draining
+
+RANDOM_SECRET_WARNING = (
+    "REASONING_PROXY_SECRET is not set: a random tenant secret was generated, so "
+    "stored conversations cannot be found again after a restart or from another "
+    "replica. Set it for durable or shared stores."
+)
 
 
 class Runtime:
@@ -74,14 +84,18 @@ class Runtime:
         self.count = lru_cache(maxsize=16384)(self.tokens.count)
         # the same few keys come again and again: one HMAC per key, not per request
         self._tenant = lru_cache(maxsize=4096)(self._tenant_uncached)
+        # Shutdown (driven by proxy/serving.py): `draining` refuses new requests
+        # with 503 while `requests` (chat and pass-through, registered by the
+        # app) run on; `cut` is set when the grace period ends, just before the
+        # requests still running are cancelled.
+        self.draining = False
+        self.cut = False
+        self.requests: set[asyncio.Task[Any]] = set()
+        self._grace_over = False
 
     async def start(self) -> None:
         if self.config.secret is None:
-            log.warning(
-                "REASONING_PROXY_SECRET is not set: a random tenant secret was generated, so "
-                "stored conversations cannot be found again after a restart or from another "
-                "replica. Set it for durable or shared stores."
-            )
+            log.warning(RANDOM_SECRET_WARNING)
         self.metrics.store_up.set(1)
         await self.upstream.start()
         if any(route.upstream.startswith("https:") for route in self.config.routes):
@@ -100,6 +114,41 @@ class Runtime:
             await asyncio.wait_for(self.store.close(), STORE_TIMEOUT)
         except (TimeoutError, StoreFailure) as exc:
             log.warning("closing the store failed: %s", type(exc).__name__)
+
+    # -- shutdown --------------------------------------------------------------------
+
+    def end_grace(self) -> None:
+        """End the grace period now (safe in a signal handler: one attribute)."""
+        self._grace_over = True
+
+    async def drain(self) -> None:
+        """Refuse new requests; wait for the ones in progress, at most
+        `server.shutdown_grace_seconds`; then cut those left: each is
+        cancelled with `cut` set, so it ends its response with a
+        `server_shutting_down` error and stores its turn as incomplete."""
+        self.draining = True
+        loop = asyncio.get_running_loop()
+        grace = self.config.server.shutdown_grace_seconds
+        deadline = loop.time() + grace
+        if self.requests:
+            log.info(
+                "shutting down: new requests get 503; %d in progress get up to %g s",
+                len(self.requests),
+                grace,
+            )
+        # no request joins now (draining refuses them): wait for these
+        pending = set(self.requests)
+        while pending and not self._grace_over and loop.time() < deadline:
+            timeout = min(deadline - loop.time(), DRAIN_POLL)
+            _, pending = await asyncio.wait(pending, timeout=timeout)
+        left = list(self.requests)
+        if not left:
+            return
+        log.warning("shutdown grace period over: cutting %d request(s) in progress", len(left))
+        self.cut = True
+        for task in left:
+            task.cancel()
+        await asyncio.wait(left, timeout=CUT_SECONDS)
 
     def tenant(self, authorization: str | None) -> str:
         return self._tenant(authorization)

@@ -37,6 +37,7 @@ from proxy.errors import (
     BadRequest,
     NotFound,
     ProxyError,
+    ServerShuttingDown,
     Unauthorized,
     UnknownProfile,
     UpstreamError,
@@ -148,10 +149,15 @@ class ChatEndpoint:
         try:
             await self.forward(ex, trace, state)
         except asyncio.CancelledError:
-            if not state.client_gone:
-                raise  # the server is shutting down
-            task.uncancel()  # ours: the work below (storing the cut turn) goes on
-            trace.outcome = "client_gone"
+            if not (state.client_gone or self.rt.cut):
+                raise
+            # the client left, or a shutdown's grace period ended: the work
+            # below (storing the cut turn) goes on
+            task.uncancel()
+            if state.client_gone:
+                trace.outcome = "client_gone"
+            else:
+                await _cut_short(trace, state)
         finally:
             watch.cancel()
         if not ex.stored:
@@ -528,6 +534,26 @@ class _Progress:
 
     def turn(self) -> Turn | None:
         return self.normalizer.turn() if self.normalizer is not None else None
+
+
+async def _cut_short(trace: Trace, state: _Progress) -> None:
+    """The server's shutdown grace period ended before the response did: a
+    started stream ends with an error event (no [DONE]), a response not yet
+    started is a 503. The normalizer's turn then says `complete: false`."""
+    trace.outcome = "shutdown"
+    if state.complete:
+        return  # the response had ended; only the work after it was cut
+    state.complete = True  # the disconnect watch must not cancel what follows
+    error = ServerShuttingDown("The server is shutting down; the response was cut short.")
+    trace.fields["error"] = "server_shutting_down"
+    out = b""
+    if state.normalizer is not None:
+        failure = StreamFailure("server_shutting_down", error.message, error.type)
+        out = state.normalizer.abort(failure)
+    if state.started:
+        await trace.send({"type": "http.response.body", "body": out, "more_body": False})
+    else:
+        await send_error(trace.send, error)
 
 
 def _error_kind(exc: ProxyError) -> str:

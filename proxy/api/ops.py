@@ -20,6 +20,13 @@ def ops_router(rt: Runtime) -> APIRouter:
 
     @router.get("/readyz")
     async def readyz() -> JSONResponse:
+        if rt.draining:
+            # out of the load balancer's rotation while in-flight requests finish
+            return JSONResponse(
+                {"status": "shutting_down", "store_kind": rt.store.name},
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
         try:
             ok = await asyncio.wait_for(rt.store.ping(), STORE_TIMEOUT)
         except (TimeoutError, StoreFailure):

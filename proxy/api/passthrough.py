@@ -33,7 +33,7 @@ from proxy.api.asgi import (
 )
 from proxy.api.trace import Trace
 from proxy.config import Route
-from proxy.errors import BadRequest, NotFound, ProxyError, Unauthorized
+from proxy.errors import BadRequest, NotFound, ProxyError, ServerShuttingDown, Unauthorized
 from proxy.runtime import Runtime
 from proxy.upstream import Upstream, UpstreamReadError, response_headers, strip_hop_by_hop
 
@@ -84,9 +84,20 @@ class PassthroughEndpoint:
                 trace.upstream_error = "timeout" if exc.status == 504 else "connect"
             await send_error(send, exc)
         except asyncio.CancelledError:
-            if not watch.absorb():
+            if watch.absorb():
+                trace.fields["client_gone"] = True
+                return
+            if not self.rt.cut:
                 raise
-            trace.fields["client_gone"] = True
+            # a shutdown's grace period ended: an answer not started is a 503,
+            # a started body ends here without its final chunk (a cut body)
+            watch.finished()
+            task = asyncio.current_task()
+            assert task is not None
+            task.uncancel()
+            trace.fields["error"] = "server_shutting_down"
+            if not trace.status:
+                await send_error(send, ServerShuttingDown())
         finally:
             watch.stop()
 

@@ -11,7 +11,6 @@ network.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import secrets
 import socket
@@ -168,8 +167,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def run_demo(args: argparse.Namespace) -> None:
-    import uvicorn
-
+    from proxy import serving
     from proxy.app import create_app
     from proxy.cli import secrets_of
     from proxy.observability import configure_logging
@@ -190,19 +188,14 @@ def run_demo(args: argparse.Namespace) -> None:
         app = create_app(config, mounts={MOUNT: Simulator(delay=delay)})
         configure_logging(config.server.log_level, config.server.log_format, secrets_of(config))
         print(banner(config), flush=True)
-        server = uvicorn.Server(
-            uvicorn.Config(
-                app,
-                log_level=config.server.log_level,
-                access_log=False,
-                proxy_headers=False,
-                timeout_graceful_shutdown=10,
-                log_config=None,
-            )
+        # Ctrl-C drains like `serve` (a second Ctrl-C cuts the streams left)
+        serving.run(
+            app,
+            sockets=[sock],
+            log_level=config.server.log_level,
+            access_log=False,
+            proxy_headers=False,
+            log_config=None,
         )
-        # Ctrl-C: uvicorn shuts down gracefully, then re-raises the interrupt;
-        # for a command that is the normal way to stop.
-        with contextlib.suppress(KeyboardInterrupt):
-            server.run(sockets=[sock])
     finally:
         sock.close()

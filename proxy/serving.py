@@ -1,0 +1,160 @@
+"""Running the app under uvicorn, with a drain before the process stops.
+
+uvicorn on its own answers SIGTERM by closing the listening socket at once
+(new connections are refused), cancels what still runs after
+`timeout_graceful_shutdown` (tracebacks, streams cut without a word), and
+re-raises the signal (exit status 143). Here the first SIGTERM or SIGINT
+starts a drain instead:
+
+    serving --signal--> draining --(no request left, or grace over)--> stopping
+
+- draining: the listener stays open. /healthz, /readyz (503) and /metrics
+  answer; every other new request gets a 503 `server_shutting_down` with
+  `Retry-After`. The chat and pass-through requests in progress run on for
+  up to `server.shutdown_grace_seconds`; those left then are cut
+  (`Runtime.drain`): a chat stream ends with an error event and stores its
+  partial turn, a pass-through body is cut short.
+- stopping: the other connections (idle keep-alives, the inspector's live
+  feed, a probe) are closed, as if their clients had left; then uvicorn's
+  own shutdown runs (listener, lifespan: upstream client and store closed)
+  and the process exits with status 0.
+
+A second SIGINT (Ctrl-C again) ends the grace period at once. A repeated
+SIGTERM changes nothing: Kubernetes sends one and then, after its own grace
+period, SIGKILL; and with `--workers`, uvicorn's supervisor forwards a
+SIGTERM to workers that may already have had Ctrl-C's SIGINT.
+
+With `--workers N` the parent is uvicorn's supervisor: on SIGTERM or SIGINT
+it forwards SIGTERM to every worker (within half a second), waits for them
+to finish their drains, and exits with status 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors import multiprocess
+
+from proxy.app import ProxyApp
+from proxy.runtime import Runtime
+
+# Seconds uvicorn's own shutdown waits, after the drain, for connections to
+# close before it cancels what is left (nothing should be left by then).
+CLOSE_SECONDS = 5
+
+
+def runtime_of(app: Any) -> Runtime | None:
+    """The Runtime behind uvicorn's loaded app (uvicorn's own middleware,
+    when its options ask for one, wraps the app as `.app`)."""
+    for _ in range(4):
+        if isinstance(app, ProxyApp):
+            return app.runtime
+        app = getattr(app, "app", None)
+    return None
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, with the drain above on SIGTERM and SIGINT."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self._runtime: Runtime | None = None
+        self._stopping: asyncio.Task[None] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # A signal handler runs between two bytecodes of the event loop's
+        # thread: it only sets flags, and on_tick starts the drain. The
+        # signal is not recorded for uvicorn to re-raise, so the exit is 0.
+        rt = self._runtime
+        if rt is None:
+            self.should_exit = True  # not serving yet: stop without a drain
+        elif not rt.draining:
+            rt.draining = True  # refuse new requests from now on
+        elif sig == signal.SIGINT:
+            rt.end_grace()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._runtime = runtime_of(self.config.loaded_app)
+        await super().startup(sockets)
+
+    async def on_tick(self, counter: int) -> bool:
+        rt = self._runtime
+        if rt is not None and rt.draining and self._stopping is None:
+            self._stopping = asyncio.create_task(self._drain_then_stop(rt))
+        return await super().on_tick(counter)
+
+    async def _drain_then_stop(self, rt: Runtime) -> None:
+        await rt.drain()
+        # What still runs is none of the proxy's work (the inspector's live
+        # feed, a probe, an idle keep-alive): closing its connection ends it
+        # the way a client leaving does, so nothing needs cancelling.
+        for connection in list(self.server_state.connections):
+            transport = getattr(connection, "transport", None)
+            if transport is not None:
+                transport.close()
+        self.should_exit = True
+
+
+class _Worker(multiprocess.Process):
+    """A worker process of uvicorn's supervisor, serving with a DrainingServer."""
+
+    @property
+    def server(self) -> uvicorn.Server:
+        if self._server is None:
+            self._server = DrainingServer(self.config)
+        return self._server
+
+
+@contextlib.contextmanager
+def _draining_workers() -> Iterator[None]:
+    # uvicorn's supervisor makes each worker (also the ones it restarts) as
+    # `Process(config, sockets)`, a module-level name, and has no other hook
+    # for the server class its workers run.
+    original = multiprocess.Process
+    multiprocess.Process = _Worker  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        multiprocess.Process = original  # type: ignore[misc]
+
+
+def run(
+    app: ProxyApp | str,
+    *,
+    workers: int = 1,
+    sockets: list[socket.socket] | None = None,
+    **options: Any,
+) -> None:
+    """Serve until SIGTERM or SIGINT, then drain and return. `app` is the
+    app, or with several workers the import string of a factory that each
+    worker calls; `options` are uvicorn.Config's."""
+    config = uvicorn.Config(
+        app,
+        workers=workers,
+        factory=isinstance(app, str),
+        timeout_graceful_shutdown=CLOSE_SECONDS,
+        **options,
+    )
+    # a Ctrl-C before the signal handlers are in place just stops (as uvicorn.run)
+    if workers > 1:
+        sock = config.bind_socket()
+        try:
+            with _draining_workers(), contextlib.suppress(KeyboardInterrupt):
+                multiprocess.Multiprocess(config, sockets=[sock]).run()
+        finally:
+            sock.close()
+        return
+    server = DrainingServer(config)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=sockets)
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
