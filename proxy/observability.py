@@ -127,7 +127,8 @@ class Metrics:
         )
         self.upstream_errors = Counter(
             "reasoning_proxy_upstream_errors",
-            "Upstream failures, by route and kind (connect, timeout, status, malformed).",
+            "Upstream failures, by route and kind (connect, timeout, status, malformed, "
+            "disconnected, busy).",
             ["route", "kind"],
             registry=r,
         )

@@ -563,6 +563,8 @@ def _error_kind(exc: ProxyError) -> str:
         return "connect"
     if exc.code in ("upstream_redirect",):
         return "status"
+    if exc.code == "upstream_busy":
+        return "busy"
     if exc.code == "upstream_disconnected":
         return "disconnected"
     return "malformed"

@@ -80,7 +80,9 @@ class PassthroughEndpoint:
             watch.finished()
         except ProxyError as exc:
             trace.fields["error"] = exc.code
-            if exc.status >= 502:
+            if exc.code == "upstream_busy":
+                trace.upstream_error = "busy"
+            elif exc.status >= 502:
                 trace.upstream_error = "timeout" if exc.status == 504 else "connect"
             await send_error(send, exc)
         except asyncio.CancelledError:
