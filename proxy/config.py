@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from proxy.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
 from proxy.errors import ConfigError
-from proxy.history.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
 from proxy.reasoning.tags import DEFAULT_TAGS, TagSet
 from proxy.settings import Overrides, config_overrides
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from proxy import config as config_module
 from proxy.config import LimitsModel, RouteModel, ServerModel, StoreModel
-from proxy.history.dialects import DIALECTS
+from proxy.dialects import DIALECTS
 from proxy.settings import CONVERSATION_HEADER, DEFAULTS, PROFILE_HEADER, SETTINGS
 
 README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")

@@ -33,6 +33,7 @@ from proxy.api.asgi import (
 )
 from proxy.api.trace import Trace
 from proxy.config import Route
+from proxy.dialects import apply_params, request_params
 from proxy.errors import (
     BadRequest,
     NotFound,
@@ -45,7 +46,6 @@ from proxy.errors import (
     upstream_error_body,
 )
 from proxy.history.context import EgressPlan, plan_egress
-from proxy.history.dialects import apply_params, request_params
 from proxy.history.egress import find_stored, known_reasoning, read_assistants
 from proxy.history.keys import ConversationKey, auto_conversation_id
 from proxy.live import TurnWatcher

@@ -3,7 +3,7 @@
 These are the errors that make reasoning handling matter: Kimi and DeepSeek
 refuse an assistant tool-call message whose reasoning was dropped, Groq
 refuses any reasoning in the input. The simulator answers them exactly as the
-providers do (texts copied from live API responses, see proxy/history/dialects.py
+providers do (texts copied from live API responses, see proxy/dialects.py
 for the sources), so a client talking to the simulator directly sees the
 failure the proxy prevents.
 """

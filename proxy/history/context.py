@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from proxy.history.dialects import Dialect
+from proxy.dialects import Dialect
 from proxy.history.egress import AssistantMessage, EgressResult, Reasoning, build_upstream_messages
 from proxy.history.keys import content_text
 from proxy.reasoning.blocks import StripPolicy, tighter_policy

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.history.dialects import Dialect
+from proxy.dialects import Dialect
 from proxy.history.keys import ConversationKey, fingerprint
 from proxy.reasoning.blocks import (
     Json,

@@ -13,19 +13,26 @@ import functools
 import hashlib
 import hmac
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from proxy.stores.base import ConversationKey
+
+__all__ = [
+    "ANONYMOUS",
+    "AUTO_PREFIX",
+    "ConversationKey",
+    "auto_conversation_id",
+    "content_text",
+    "credential",
+    "fingerprint",
+    "tenant_of",
+    "without_whitespace",
+]
+
 ANONYMOUS = "anonymous"
 AUTO_PREFIX = "auto-"
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationKey:
-    tenant: str
-    conversation: str
 
 
 def credential(authorization: str | None) -> str | None:

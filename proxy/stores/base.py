@@ -15,8 +15,15 @@ from typing import Any, Protocol
 
 import orjson
 
-from proxy.history.keys import ConversationKey
 from proxy.reasoning.blocks import Turn, turn_from_record, turn_to_record
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationKey:
+    """Where a conversation's turns are kept: (tenant hash, conversation id)."""
+
+    tenant: str
+    conversation: str
 
 
 class StoreFailure(Exception):

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.history.keys import ConversationKey
 from proxy.reasoning.blocks import Turn
 from proxy.stores.base import (
     ConversationInfo,
+    ConversationKey,
     StoreStats,
     TurnRefs,
     decode_turn,

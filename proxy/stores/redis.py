@@ -62,10 +62,10 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from proxy.errors import ConfigError
-from proxy.history.keys import ConversationKey
 from proxy.reasoning.blocks import Turn
 from proxy.stores.base import (
     ConversationInfo,
+    ConversationKey,
     StoreFailure,
     StoreStats,
     TurnRefs,

@@ -47,10 +47,10 @@ from urllib.parse import urlsplit
 import orjson
 
 from proxy.errors import ConfigError
-from proxy.history.keys import ConversationKey
 from proxy.reasoning.blocks import Turn
 from proxy.stores.base import (
     ConversationInfo,
+    ConversationKey,
     StoreFailure,
     StoreStats,
     TurnRefs,

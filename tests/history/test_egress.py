@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from proxy.dialects import DIALECTS, apply_params, request_params
 from proxy.history.context import plan_egress, request_tokens
-from proxy.history.dialects import DIALECTS, apply_params, request_params
 from proxy.history.egress import (
     Reasoning,
     build_upstream_messages,
