@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import signal
 import socket
 import sys
@@ -41,7 +42,6 @@ from types import FrameType
 from typing import Any
 
 import uvicorn
-from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import multiprocess
 
 from proxy.app import ProxyApp
@@ -50,6 +50,7 @@ from proxy.runtime import Runtime
 # Seconds uvicorn's own shutdown waits, after the drain, for connections to
 # close before it cancels what is left (nothing should be left by then).
 CLOSE_SECONDS = 5
+STARTUP_FAILURE = 3  # the exit status uvicorn uses for a server that did not start
 
 
 def runtime_of(app: Any) -> Runtime | None:
@@ -127,6 +128,21 @@ def _draining_workers() -> Iterator[None]:
         multiprocess.Process = original  # type: ignore[misc]
 
 
+def _run_workers(config: uvicorn.Config) -> None:
+    sock = config.bind_socket()
+    try:
+        if "target" in inspect.signature(multiprocess.Multiprocess).parameters:
+            # uvicorn before its supervisor built the workers' servers itself
+            # (0.30 to 0.35 at least): every worker runs the server given here
+            target = DrainingServer(config).run
+            multiprocess.Multiprocess(config, target=target, sockets=[sock]).run()  # type: ignore[call-arg]
+        else:
+            with _draining_workers():
+                multiprocess.Multiprocess(config, sockets=[sock]).run()
+    finally:
+        sock.close()
+
+
 def run(
     app: ProxyApp | str,
     *,
@@ -146,12 +162,8 @@ def run(
     )
     # a Ctrl-C before the signal handlers are in place just stops (as uvicorn.run)
     if workers > 1:
-        sock = config.bind_socket()
-        try:
-            with _draining_workers(), contextlib.suppress(KeyboardInterrupt):
-                multiprocess.Multiprocess(config, sockets=[sock]).run()
-        finally:
-            sock.close()
+        with contextlib.suppress(KeyboardInterrupt):
+            _run_workers(config)
         return
     server = DrainingServer(config)
     with contextlib.suppress(KeyboardInterrupt):
