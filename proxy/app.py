@@ -67,7 +67,7 @@ class ProxyApp:
         self.runtime = runtime
         self.api = api
         self.chat = ChatEndpoint(runtime)
-        self.passthrough = PassthroughEndpoint(runtime)
+        self.passthrough = PassthroughEndpoint(runtime, self.chat.planner)
         self.mounts = tuple((mounts or {}).items())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

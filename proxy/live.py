@@ -96,6 +96,13 @@ class TurnWatcher:
             self._publish("delta", kind=kind, text=text)
         tap.clear()
 
+    def whole(self, reasoning: list[str], content: str) -> None:
+        """A response that came whole: its shown reasoning, then its answer."""
+        tap = [("reasoning", text) for text in reasoning]
+        if content:
+            tap.append(("content", content))
+        self.deltas(tap)
+
     def end(self, complete: bool, finish_reason: str | None, persisted: bool) -> None:
         self._publish(
             "turn_end", complete=complete, finishReason=finish_reason, persisted=persisted

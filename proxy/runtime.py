@@ -7,32 +7,25 @@ as a value.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
-import time
-from collections.abc import Iterator
-from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
-from proxy.config import Config, Route
-from proxy.errors import StoreUnavailable
-from proxy.history.egress import turn_refs_of
-from proxy.history.keys import ConversationKey, tenant_of
+from proxy.config import Config
+from proxy.history.keys import tenant_of
+from proxy.history.service import STORE_TIMEOUT, History, StoreHealth
 from proxy.keymask import KeyMask, credential_values
 from proxy.live import LiveFeed
 from proxy.observability import Metrics
-from proxy.reasoning.blocks import Turn, with_token_counts
 from proxy.reasoning.tokens import TokenCounter
 from proxy.stores import open_store
-from proxy.stores.base import ReasoningStore, StoreFailure, TurnRefs
+from proxy.stores.base import ReasoningStore, StoreFailure
 from proxy.stores.memory import MemoryStore
 from proxy.upstream import Upstream
 
 log = logging.getLogger("proxy")
 
-STORE_TIMEOUT = 5.0  # seconds a store call may take before it counts as failed
 # after the grace period, seconds the cut requests get to end their responses
 # and store their turns (a store write is bounded by STORE_TIMEOUT)
 CUT_SECONDS = STORE_TIMEOUT + 1.0
@@ -76,12 +69,15 @@ class Runtime:
         else:
             self._secret = secrets.token_bytes(32)
         self.live = LiveFeed()
-        # an in-process store does no I/O: its calls need no timeout or shield
-        self.store_in_process = isinstance(self.store, MemoryStore)
-        self.store_ok = True
-        self.store_failures = 0
-        self._store_failure_logged = False
         self.count = lru_cache(maxsize=16384)(self.tokens.count)
+        self.health = StoreHealth(self.metrics)
+        self.history = History(
+            self.store,
+            count=self.count,
+            metrics=self.metrics,
+            health=self.health,
+            in_process=isinstance(self.store, MemoryStore),
+        )
         # the same few keys come again and again: one HMAC per key, not per request
         self._tenant = lru_cache(maxsize=4096)(self._tenant_uncached)
         # Shutdown (driven by proxy/serving.py): `draining` refuses new requests
@@ -104,7 +100,7 @@ class Runtime:
         try:
             await asyncio.wait_for(self.store.start(), STORE_TIMEOUT)
         except (TimeoutError, StoreFailure) as exc:
-            self.store_call_failed("start", exc)
+            self.health.failed("start", exc)
         # load the tokenizer now, off the event loop, not on the first request
         await asyncio.get_running_loop().run_in_executor(None, self.tokens.load)
 
@@ -155,65 +151,3 @@ class Runtime:
 
     def _tenant_uncached(self, authorization: str | None) -> str:
         return tenant_of(self._secret, authorization)
-
-    async def record(
-        self, key: ConversationKey, turn: Turn, route: Route, extra: dict[str, Any] | None = None
-    ) -> Turn:
-        """Store a finished (or cut) turn. Never raises: a store failure is
-        logged once, counted, and returned as `persisted: false`."""
-        changes: dict[str, Any] = {"route": route.name, "created": time.time()}
-        if extra is not None:
-            changes["extra"] = extra
-        turn = with_token_counts(turn, self.count, **changes)
-        ids, fp = turn_refs_of(turn)
-        metrics = self.metrics
-        for block in turn.thinking:
-            metrics.child(metrics.reasoning_blocks, block.source_field).inc()
-        delimiters = turn.extra.get("delimiters")
-        if isinstance(delimiters, int) and delimiters:
-            metrics.delimiters.inc(delimiters)
-        try:
-            append = self.store.append(key, turn, TurnRefs(ids, fp))
-            if self.store_in_process:
-                await append
-            else:
-                await asyncio.wait_for(append, STORE_TIMEOUT)
-        except (TimeoutError, StoreFailure) as exc:
-            self.store_call_failed("append", exc)
-            return replace(turn, persisted=False)
-        metrics.child(metrics.store_ops, "append", "ok").inc()
-        self._store_recovered()
-        return turn
-
-    @contextlib.contextmanager
-    def store_errors(self, what: str) -> Iterator[None]:
-        """For API calls that cannot do without the store: a StoreFailure is
-        counted and becomes a 503 (StoreUnavailable)."""
-        try:
-            yield
-        except StoreFailure as exc:
-            self.store_call_failed(what, exc)
-            raise StoreUnavailable("The store is unavailable.") from None
-
-    def store_call_failed(self, what: str, exc: BaseException) -> None:
-        self.store_ok = False
-        self.store_failures += 1
-        self.metrics.child(self.metrics.store_ops, what, "error").inc()
-        self.metrics.store_up.set(0)
-        if not self._store_failure_logged:
-            self._store_failure_logged = True
-            # StoreFailure messages name the backend's problem (host and port,
-            # "readonly database"), never a credential
-            reason = str(exc) if isinstance(exc, StoreFailure) else type(exc).__name__
-            log.error(
-                "store %s failed (%s); responses continue, turns are not persisted",
-                what,
-                reason,
-            )
-
-    def _store_recovered(self) -> None:
-        if not self.store_ok:
-            log.warning("store is back; turns are persisted again")
-            self.metrics.store_up.set(1)
-        self.store_ok = True
-        self._store_failure_logged = False

@@ -7,8 +7,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
-import orjson
-
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
 
 Scope = MutableMapping[str, Any]
@@ -30,28 +28,25 @@ class DisconnectWatch:
     uvicorn's `send` after a disconnect is a silent no-op, so without this an
     upstream would go on streaming to its end (or be waited on until the idle
     timeout) for nobody. Start it once the request body is read (the watch
-    takes over `receive`); `finished()` when the response is complete, so a
+    takes over `receive`); set `complete` when the response is complete, so a
     late disconnect changes nothing; `stop()` in a `finally`."""
 
-    __slots__ = ("_done", "_task", "_watcher", "gone")
+    __slots__ = ("_task", "_watcher", "complete", "gone")
 
     def __init__(self, receive: Receive) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._task = task
-        self._done = False
+        self.complete = False
         self.gone = False
         self._watcher = asyncio.ensure_future(self._watch(receive))
 
     async def _watch(self, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
-        if not self._done:
+        if not self.complete:
             self.gone = True
             self._task.cancel()
-
-    def finished(self) -> None:
-        self._done = True
 
     def absorb(self) -> bool:
         """In an `except CancelledError`: True (and the cancellation taken
@@ -110,16 +105,6 @@ async def read_body(receive: Receive, limit: int) -> bytes:
         parts.append(chunk)
         if not message.get("more_body", False):
             return b"".join(parts)
-
-
-def parse_json_object(body: bytes) -> dict[str, Any]:
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise BadRequest("The request body is not valid JSON.", code="invalid_json") from None
-    if not isinstance(data, dict):
-        raise BadRequest("The request body must be a JSON object.", code="invalid_json")
-    return data
 
 
 def encode_headers(pairs: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:

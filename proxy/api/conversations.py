@@ -71,7 +71,7 @@ def conversations_router(rt: Runtime) -> APIRouter:
         if tenant is None:
             raise NotFound(missing, param="id")  # admin: name the tenant with ?tenant=
         key = ConversationKey(tenant, conversation_id)
-        with rt.store_errors("read"):
+        with rt.health.errors("read"):
             turns = await rt.store.turns(key)
         if not turns:
             raise NotFound(missing, param="id")
@@ -80,7 +80,7 @@ def conversations_router(rt: Runtime) -> APIRouter:
     @router.get("/v1/conversations")
     async def list_conversations(request: Request, limit: int = 100) -> dict[str, Any]:
         tenant = caller_tenant(rt, request)
-        with rt.store_errors("list"):
+        with rt.health.errors("list"):
             items = await rt.store.conversations(tenant, max(1, min(limit, 1000)))
         data = [
             {
@@ -102,7 +102,7 @@ def conversations_router(rt: Runtime) -> APIRouter:
     @router.delete("/v1/conversations/{conversation_id}")
     async def delete_conversation(request: Request, conversation_id: str) -> Response:
         key, _ = await load(request, conversation_id)
-        with rt.store_errors("delete"):
+        with rt.health.errors("delete"):
             await rt.store.delete(key)
         return Response(status_code=204)
 

@@ -7,7 +7,8 @@ import asyncio
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
-from proxy.runtime import STORE_TIMEOUT, Runtime
+from proxy.history.service import STORE_TIMEOUT
+from proxy.runtime import Runtime
 from proxy.stores.base import StoreFailure
 
 
@@ -45,7 +46,7 @@ def ops_router(rt: Runtime) -> APIRouter:
             rt.metrics.store_conversations.set(stats.conversations)
             rt.metrics.store_bytes.set(stats.bytes)
         except (TimeoutError, StoreFailure) as exc:
-            rt.store_call_failed("stats", exc)
+            rt.health.failed("stats", exc)
         # read now, not counted per request (with --workers: see Runtime)
         rt.metrics.upstream_load(rt.upstream.in_flight, rt.upstream.waiting)
         body, content_type = rt.metrics.render()

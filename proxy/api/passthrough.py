@@ -33,14 +33,16 @@ from proxy.api.asgi import (
 )
 from proxy.api.trace import Trace
 from proxy.config import Route
-from proxy.errors import BadRequest, NotFound, ProxyError, ServerShuttingDown, Unauthorized
+from proxy.errors import BadRequest, ProxyError, ServerShuttingDown
+from proxy.exchange import Planner, upstream_headers
 from proxy.runtime import Runtime
-from proxy.upstream import Upstream, UpstreamReadError, response_headers, strip_hop_by_hop
+from proxy.upstream import Upstream, UpstreamReadError, response_headers
 
 
 class PassthroughEndpoint:
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, planner: Planner | None = None) -> None:
         self.rt = runtime
+        self.planner = planner or Planner(runtime)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         trace = Trace(send, self.rt.metrics, "passthrough")
@@ -56,17 +58,9 @@ class PassthroughEndpoint:
         try:
             suffix = upstream_suffix(scope)
             headers = request_headers(scope, config.limits.max_header_bytes)
-            authorization = header(headers, "authorization")
-            if config.server.require_auth and not authorization:
-                raise Unauthorized("This proxy requires an API key (Authorization: Bearer ...).")
+            authorization = self.planner.authorize(headers)
             body = await read_body(receive, config.limits.max_body_bytes)
-            route = config.route_for(_model_of(body, header(headers, "content-type")))
-            if route is None:
-                raise NotFound(
-                    "No route of this proxy serves that model.",
-                    param="model",
-                    code="model_not_found",
-                )
+            route = self.planner.route(_model_of(body, header(headers, "content-type")))
             trace.route = route.name
         except ProxyError as exc:
             trace.fields["error"] = exc.code
@@ -77,7 +71,7 @@ class PassthroughEndpoint:
         watch = DisconnectWatch(receive)
         try:
             await self._forward(scope, trace, route, suffix, headers, authorization, body)
-            watch.finished()
+            watch.complete = True
         except ProxyError as exc:
             trace.fields["error"] = exc.code
             if exc.code == "upstream_busy":
@@ -93,7 +87,7 @@ class PassthroughEndpoint:
                 raise
             # a shutdown's grace period ended: an answer not started is a 503,
             # a started body ends here without its final chunk (a cut body)
-            watch.finished()
+            watch.complete = True
             task = asyncio.current_task()
             assert task is not None
             task.uncancel()
@@ -113,12 +107,7 @@ class PassthroughEndpoint:
         authorization: str | None,
         body: bytes,
     ) -> None:
-        out = [(k, v) for k, v in strip_hop_by_hop(headers) if k != "authorization"]
-        if route.api_key is not None:
-            out.append(("authorization", f"Bearer {route.api_key.get()}"))
-        elif authorization:
-            out.append(("authorization", authorization))
-        out.extend(route.headers)
+        out = upstream_headers(headers, route, authorization, json=False)
         send = trace.send
         mask = self.rt.key_mask
         trace.upstream_started()

@@ -13,9 +13,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from proxy.api.asgi import parse_json_object
 from proxy.api.conversations import caller_tenant, require_admin
 from proxy.errors import BadRequest, Forbidden, NotFound
+from proxy.exchange import parse_json_object
 from proxy.runtime import Runtime
 from proxy.settings import config_overrides
 
@@ -34,13 +34,13 @@ def profiles_router(rt: Runtime) -> APIRouter:
             )
 
     async def stored(name: str) -> dict[str, Any] | None:
-        with rt.store_errors("profile"):
+        with rt.health.errors("profile"):
             return await rt.store.get_profile(name)
 
     @router.get("/v1/reasoning/profiles")
     async def list_profiles(request: Request) -> dict[str, Any]:
         caller_tenant(rt, request)
-        with rt.store_errors("profile"):
+        with rt.health.errors("profile"):
             saved = await rt.store.list_profiles()
         data = [
             {"name": n, "settings": dict(v), "source": "config"}
@@ -80,7 +80,7 @@ def profiles_router(rt: Runtime) -> APIRouter:
             values = config_overrides(settings, "settings")
         except ValueError as exc:
             raise BadRequest(str(exc), code="invalid_reasoning_setting") from None
-        with rt.store_errors("profile"):
+        with rt.health.errors("profile"):
             await rt.store.put_profile(name, values)
         return {"name": name, "settings": values, "source": "store"}
 
@@ -92,7 +92,7 @@ def profiles_router(rt: Runtime) -> APIRouter:
             raise Forbidden(
                 "Profiles from the config file are read-only.", code="profile_read_only"
             )
-        with rt.store_errors("profile"):
+        with rt.health.errors("profile"):
             deleted = await rt.store.delete_profile(name)
         if not deleted:
             raise NotFound("No profile with that name.", param="name", code="unknown_profile")

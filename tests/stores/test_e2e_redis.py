@@ -97,8 +97,8 @@ def test_redis_dying_mid_stream_never_breaks_the_stream(
             assert not any('"error"' in line for line in lines)
             assert "died" in "".join(lines)
 
-            wait_until(lambda: proxy.runtime.store_failures > 0, what="the failed append")
-            assert proxy.runtime.store_ok is False
+            wait_until(lambda: proxy.runtime.health.failures > 0, what="the failed append")
+            assert proxy.runtime.health.ok is False
             ready = http.get("/readyz")
             assert ready.status_code == 503
             assert ready.json()["store"] == "down"
@@ -109,7 +109,7 @@ def test_redis_dying_mid_stream_never_breaks_the_stream(
             assert http.post("/v1/chat/completions", json=body, headers=headers).status_code == 200
             turns = http.get("/v1/conversations/mid-stream", headers=headers).json()["turns"]
             assert [t["content"] for t in turns] == ["kept before", "kept after"]
-            assert proxy.runtime.store_ok is True
+            assert proxy.runtime.health.ok is True
             assert http.get("/readyz").status_code == 200
     finally:
         redis.stop()

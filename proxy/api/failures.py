@@ -1,0 +1,51 @@
+"""How an upstream failure shows on the chat path: the kind counted in
+`reasoning_proxy_upstream_errors_total`, and the error a client gets when a
+body read fails (an error event in a started stream, an HTTP error before)."""
+
+from __future__ import annotations
+
+from proxy.errors import ProxyError, UpstreamError, UpstreamTimeout
+from proxy.reasoning.normalizer import StreamFailure
+from proxy.upstream import UpstreamReadError
+
+# stream failure code -> upstream error kind
+FAILURE_KIND = {
+    "malformed_upstream_event": "malformed",
+    "upstream_line_too_long": "malformed",
+    "upstream_timeout": "timeout",
+    "upstream_disconnected": "disconnected",
+    "upstream_closed": "disconnected",
+}
+
+# proxy error code -> upstream error kind (timeouts are told by their class)
+_ERROR_KIND = {
+    "upstream_unreachable": "connect",
+    "upstream_redirect": "status",
+    "upstream_busy": "busy",
+    "upstream_disconnected": "disconnected",
+}
+
+IDLE_MESSAGE = "The upstream sent nothing within the idle timeout."
+
+
+def error_kind(exc: ProxyError) -> str:
+    if isinstance(exc, UpstreamTimeout):
+        return "timeout"
+    return _ERROR_KIND.get(exc.code or "", "malformed")
+
+
+def read_failure(exc: UpstreamReadError) -> StreamFailure:
+    """A body read that failed mid-stream, as the stream's error event."""
+    if exc.kind == "timeout":
+        return StreamFailure("upstream_timeout", IDLE_MESSAGE, "timeout_error")
+    return StreamFailure("upstream_disconnected", "The upstream connection broke mid-stream.")
+
+
+def read_failure_error(exc: UpstreamReadError) -> ProxyError:
+    """A body read that failed before the response started, as an HTTP error."""
+    if exc.kind == "timeout":
+        return UpstreamTimeout(IDLE_MESSAGE)
+    return UpstreamError(
+        "The upstream connection broke before the response was complete.",
+        code="upstream_disconnected",
+    )

@@ -1,0 +1,202 @@
+"""The planner: a request becomes one `Exchange` value before anything goes upstream.
+
+In: the request's headers and body, the route table, the profiles, the
+stored history. Out: an `Exchange` holding everything decided about it: the
+route, the effective reasoning settings, the tenant's conversation key, the
+upstream body and headers, the context accounting and the headers the
+client gets back. Everything that can be refused is refused here, as a
+ProxyError, before a byte goes upstream. The front doors (chat completions,
+pass-through, and the doors that translate other APIs) drive an Exchange;
+none of them looks up history, profiles or credentials itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from proxy.config import Route
+from proxy.dialects import apply_params, request_params
+from proxy.errors import BadRequest, NotFound, Unauthorized, UnknownProfile
+from proxy.history.context import EgressPlan
+from proxy.history.keys import ConversationKey, auto_conversation_id
+from proxy.live import TurnWatcher
+from proxy.reasoning.blocks import Turn
+from proxy.runtime import Runtime
+from proxy.settings import (
+    PROFILE_HEADER,
+    ReasoningSettings,
+    config_overrides,
+    header_overrides,
+    request_conversation_id,
+    request_profile,
+    resolve,
+)
+from proxy.stores.base import StoreFailure
+from proxy.upstream import strip_hop_by_hop
+
+# request headers that are the proxy's own and never go upstream
+OWN_HEADERS = ("x-reasoning-", "x-conversation-id")
+
+
+@dataclass(slots=True)
+class Exchange:
+    """Everything decided about one request before it goes upstream, and
+    what became of it (the turn, once stored)."""
+
+    route: Route
+    settings: ReasoningSettings
+    key: ConversationKey
+    payload: dict[str, Any]
+    plan: EgressPlan
+    stream: bool
+    upstream_headers: list[tuple[str, str]]
+    extra_headers: list[tuple[str, str]] = field(default_factory=list)
+    turn: Turn | None = None
+    stored: bool = False
+    watcher: TurnWatcher | None = None  # set while someone watches the live feed
+
+    @property
+    def context(self) -> dict[str, int]:
+        return {"effective": self.plan.effective, "raw": self.plan.raw}
+
+
+class Planner:
+    """Turns requests into Exchanges for one runtime (routes by model name
+    are remembered: the globs are matched once per name)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.rt = runtime
+        self._routes: dict[str | None, Route | None] = {}
+
+    def authorize(self, headers: list[tuple[str, str]]) -> str | None:
+        """The client's Authorization value; 401 when the proxy requires one."""
+        authorization = _header(headers, "authorization")
+        if self.rt.config.server.require_auth and not authorization:
+            raise Unauthorized("This proxy requires an API key (Authorization: Bearer ...).")
+        return authorization
+
+    def route(self, model: str | None) -> Route:
+        try:
+            route = self._routes[model]
+        except KeyError:
+            route = self.rt.config.route_for(model)
+            if len(self._routes) < 4096:
+                self._routes[model] = route
+        if route is None:
+            raise NotFound(
+                "No route of this proxy serves that model.", param="model", code="model_not_found"
+            )
+        return route
+
+    async def chat(
+        self, headers: list[tuple[str, str]], body: Callable[[], Awaitable[bytes]]
+    ) -> Exchange:
+        """A chat completions request as an Exchange. The headers are checked
+        before the body is read (`body()`), so a bad setting costs no upload."""
+        rt = self.rt
+        authorization = self.authorize(headers)
+        from_headers = header_overrides(headers)
+        conversation = request_conversation_id(headers)
+        profile = await self._profile(request_profile(headers))
+        payload = parse_json_object(await body())
+        messages = payload.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise BadRequest(
+                "messages must be a non-empty array.", param="messages", code="invalid_messages"
+            )
+        model = payload.get("model")
+        route = self.route(model if isinstance(model, str) else None)
+        settings = resolve(rt.config.defaults, route.reasoning, profile, from_headers)
+        key = ConversationKey(
+            rt.tenant(authorization), conversation or auto_conversation_id(messages)
+        )
+        plan = await rt.history.plan(
+            key,
+            scoped=conversation is not None,
+            messages=messages,
+            tools=payload.get("tools"),
+            route=route,
+            settings=settings,
+        )
+        payload["messages"] = plan.result.messages
+        apply_params(payload, request_params(route.dialect, settings), frozenset(from_headers))
+        extra = [
+            ("x-context-tokens-effective", str(plan.effective)),
+            ("x-context-tokens-raw", str(plan.raw)),
+            ("x-conversation-id", key.conversation),
+        ]
+        if route.context_limit:
+            extra.append(("x-context-limit", str(route.context_limit)))
+        if plan.compressed:
+            extra.append(("x-reasoning-compressed", plan.compressed))
+        return Exchange(
+            route=route,
+            settings=settings,
+            key=key,
+            payload=payload,
+            plan=plan,
+            stream=payload.get("stream") is True,
+            upstream_headers=upstream_headers(headers, route, authorization, json=True),
+            extra_headers=extra,
+        )
+
+    async def _profile(self, name: str | None) -> dict[str, Any] | None:
+        if name is None:
+            return None
+        profiles = self.rt.config.profiles
+        if name in profiles:
+            return dict(profiles[name])
+        try:
+            stored = await self.rt.store.get_profile(name)
+        except StoreFailure as exc:
+            self.rt.health.failed("profile", exc)
+            stored = None
+        if stored is None:
+            raise UnknownProfile(
+                f"{PROFILE_HEADER} names no profile of this proxy.", param=PROFILE_HEADER
+            )
+        return config_overrides(stored, "profile")
+
+
+def upstream_headers(
+    headers: list[tuple[str, str]], route: Route, authorization: str | None, *, json: bool
+) -> list[tuple[str, str]]:
+    """The client's headers minus hop-by-hop ones and the proxy's own; the
+    route's key replaces the client's credential when the route has one, and
+    the route's own headers are added. `json`: the proxy writes the body
+    (its content type is JSON whatever the client said)."""
+    out = [
+        (k, v)
+        for k, v in strip_hop_by_hop(headers)
+        if not k.startswith(OWN_HEADERS) and k != "authorization"
+    ]
+    if json:
+        out = [(k, v) for k, v in out if k != "content-type"]
+        out.append(("content-type", "application/json"))
+    if route.api_key is not None:
+        out.append(("authorization", f"Bearer {route.api_key.get()}"))
+    elif authorization:
+        out.append(("authorization", authorization))
+    out.extend(route.headers)
+    return out
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise BadRequest("The request body is not valid JSON.", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise BadRequest("The request body must be a JSON object.", code="invalid_json")
+    return data
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str | None:
+    for key, value in headers:
+        if key == name:
+            return value
+    return None

@@ -1,0 +1,174 @@
+"""History: the stored side of an exchange, in two calls.
+
+`plan()` runs before the upstream call: it reads the request's assistant
+messages, finds the stored turns of those that carry no reasoning (by
+tool-call id, else fingerprint), and plans what goes upstream (re-inject or
+strip per dialect and settings, context accounting, compression).
+`remember()` runs once the response ended (or was cut): it stores the turn.
+
+Neither raises for the store's sake: a failed lookup plans as if nothing was
+stored, a failed write returns the turn with `persisted: false`; both are
+counted, and logged once until the store works again (`StoreHealth`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from proxy.config import Route
+from proxy.errors import StoreUnavailable
+from proxy.history.context import EgressPlan, plan_egress
+from proxy.history.egress import find_stored, known_reasoning, read_assistants, turn_refs_of
+from proxy.history.keys import ConversationKey
+from proxy.observability import Metrics
+from proxy.reasoning.blocks import Turn, with_token_counts
+from proxy.settings import ReasoningSettings
+from proxy.stores.base import ReasoningStore, StoreFailure, TurnRefs
+
+log = logging.getLogger("proxy")
+
+STORE_TIMEOUT = 5.0  # seconds a store call may take before it counts as failed
+
+
+class StoreHealth:
+    """Whether the store works, as the last call found it: failures are
+    counted every time and logged once until a call succeeds again."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self.ok = True
+        self.failures = 0
+        self._logged = False
+
+    def failed(self, what: str, exc: BaseException) -> None:
+        self.ok = False
+        self.failures += 1
+        self.metrics.child(self.metrics.store_ops, what, "error").inc()
+        self.metrics.store_up.set(0)
+        if not self._logged:
+            self._logged = True
+            # StoreFailure messages name the backend's problem (host and port,
+            # "readonly database"), never a credential
+            reason = str(exc) if isinstance(exc, StoreFailure) else type(exc).__name__
+            log.error(
+                "store %s failed (%s); responses continue, turns are not persisted",
+                what,
+                reason,
+            )
+
+    def succeeded(self) -> None:
+        if not self.ok:
+            log.warning("store is back; turns are persisted again")
+            self.metrics.store_up.set(1)
+        self.ok = True
+        self._logged = False
+
+    @contextlib.contextmanager
+    def errors(self, what: str) -> Iterator[None]:
+        """For API calls that cannot do without the store: a StoreFailure is
+        counted and becomes a 503 (StoreUnavailable)."""
+        try:
+            yield
+        except StoreFailure as exc:
+            self.failed(what, exc)
+            raise StoreUnavailable("The store is unavailable.") from None
+
+
+class History:
+    def __init__(
+        self,
+        store: ReasoningStore,
+        *,
+        count: Callable[[str], int],
+        metrics: Metrics,
+        health: StoreHealth,
+        in_process: bool,
+    ) -> None:
+        self.store = store
+        self.count = count
+        self.metrics = metrics
+        self.health = health
+        # an in-process store does no I/O: its calls need no timeout or shield
+        self.in_process = in_process
+
+    async def plan(
+        self,
+        key: ConversationKey,
+        *,
+        scoped: bool,
+        messages: list[Any],
+        tools: Any,
+        route: Route,
+        settings: ReasoningSettings,
+    ) -> EgressPlan:
+        """What goes upstream for these messages. `scoped`: the client named
+        the conversation, so stored turns are looked for only in it."""
+        assistants = read_assistants(messages, route.tags)
+        try:
+            stored = await find_stored(self.store, key, scoped, assistants)
+        except StoreFailure as exc:
+            self.health.failed("lookup", exc)
+            stored = {}
+        plan = plan_egress(
+            messages,
+            tools,
+            assistants,
+            known_reasoning(assistants, stored),
+            dialect=route.dialect,
+            include=settings.include_in_context,
+            strip=settings.strip_from_context,
+            native_format=settings.format == "native",
+            context_limit=route.context_limit,
+            threshold=route.compression_threshold,
+            count=self.count,
+        )
+        metrics = self.metrics
+        dialect = route.dialect.name
+        if plan.result.reinjected:
+            metrics.child(metrics.reinjected, dialect).inc(plan.result.reinjected)
+        if plan.result.stripped:
+            metrics.child(metrics.stripped, dialect).inc(plan.result.stripped)
+        if plan.compressed:
+            metrics.child(metrics.compressions, plan.compressed).inc()
+        return plan
+
+    async def remember(
+        self, key: ConversationKey, turn: Turn, route: Route, extra: dict[str, Any] | None = None
+    ) -> Turn:
+        """Store a finished (or cut) turn, with its token counts. Never
+        raises: a store failure gives the turn back with `persisted: false`.
+        A client that leaves while the store writes does not cut the write."""
+        changes: dict[str, Any] = {"route": route.name, "created": time.time()}
+        if extra is not None:
+            changes["extra"] = extra
+        turn = with_token_counts(turn, self.count, **changes)
+        metrics = self.metrics
+        for block in turn.thinking:
+            metrics.child(metrics.reasoning_blocks, block.source_field).inc()
+        delimiters = turn.extra.get("delimiters")
+        if isinstance(delimiters, int) and delimiters:
+            metrics.delimiters.inc(delimiters)
+        if self.in_process:
+            return await self._append(key, turn)
+        return await asyncio.shield(self._append(key, turn))
+
+    async def _append(self, key: ConversationKey, turn: Turn) -> Turn:
+        ids, fp = turn_refs_of(turn)
+        try:
+            append = self.store.append(key, turn, TurnRefs(ids, fp))
+            if self.in_process:
+                await append
+            else:
+                await asyncio.wait_for(append, STORE_TIMEOUT)
+        except (TimeoutError, StoreFailure) as exc:
+            self.health.failed("append", exc)
+            return replace(turn, persisted=False)
+        self.metrics.child(self.metrics.store_ops, "append", "ok").inc()
+        self.health.succeeded()
+        return turn
