@@ -195,11 +195,10 @@ def config_from_env() -> Config:
 
 def app_from_env() -> ProxyApp:
     """uvicorn factory (each worker process): `uvicorn --factory proxy.app:app_from_env`."""
-    from proxy.cli import secrets_of
     from proxy.observability import configure_logging
 
     config = config_from_env()
-    configure_logging(config.server.log_level, config.server.log_format, secrets_of(config))
+    configure_logging(config.server.log_level, config.server.log_format, config.secret_values())
     # `serve` turns uvicorn's access log off (the proxy logs one line per
     # request itself); uvicorn did so in this worker before the root handler
     # above made it propagate again

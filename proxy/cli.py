@@ -108,16 +108,6 @@ def check_workers(config: Config) -> None:
         )
 
 
-def secrets_of(config: Config) -> list[str]:
-    """Every configured secret, for the log redactor."""
-    values = [r.api_key.get() for r in config.routes if r.api_key is not None]
-    values += [v for _, v in (h for r in config.routes for h in r.headers)]
-    for secret in (config.admin_token, config.secret):
-        if secret is not None:
-            values.append(secret.get())
-    return values
-
-
 def with_secret(config: Config) -> tuple[Config, bool]:
     """The config with a tenant secret: the configured one, else one drawn
     now (one per `serve`, shared by its workers). True when drawn."""
@@ -136,7 +126,7 @@ def serve(config: Config, args: argparse.Namespace) -> None:
     check_store(config.store.url)
     config, drawn = with_secret(config)
     server = config.server
-    configure_logging(server.log_level, server.log_format, secrets_of(config))
+    configure_logging(server.log_level, server.log_format, config.secret_values())
     kind = store_kind(config.store.url)
     print(
         f"reasoning-proxy listening on http://{server.host}:{server.port} "

@@ -187,6 +187,16 @@ class Config:
     secret: Secret | None = None
     source: str = "<options>"
 
+    def secret_values(self) -> list[str]:
+        """Every configured secret (route keys and headers, the admin token,
+        the tenant secret), for the log redactor."""
+        values = [r.api_key.get() for r in self.routes if r.api_key is not None]
+        values += [v for _, v in (h for r in self.routes for h in r.headers)]
+        for secret in (self.admin_token, self.secret):
+            if secret is not None:
+                values.append(secret.get())
+        return values
+
     def route_for(self, model: str | None) -> Route | None:
         """The first route whose glob matches; without a model, the first
         catch-all route, else the first route."""

@@ -169,7 +169,6 @@ def _listen(host: str, port: int) -> socket.socket:
 def run_demo(args: argparse.Namespace) -> None:
     from proxy import serving
     from proxy.app import create_app
-    from proxy.cli import secrets_of
     from proxy.observability import configure_logging
 
     env = dict(os.environ)
@@ -186,7 +185,7 @@ def run_demo(args: argparse.Namespace) -> None:
             log_bodies=args.log_bodies,
         )
         app = create_app(config, mounts={MOUNT: Simulator(delay=delay)})
-        configure_logging(config.server.log_level, config.server.log_format, secrets_of(config))
+        configure_logging(config.server.log_level, config.server.log_format, config.secret_values())
         print(banner(config), flush=True)
         # Ctrl-C drains like `serve` (a second Ctrl-C cuts the streams left)
         serving.run(
