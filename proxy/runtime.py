@@ -18,7 +18,7 @@ from proxy.history.service import STORE_TIMEOUT, History, StoreHealth
 from proxy.keymask import KeyMask, credential_values
 from proxy.live import LiveFeed
 from proxy.observability import Metrics
-from proxy.reasoning.tokens import TokenCounter
+from proxy.tokenizer import TokenCounter
 from proxy.stores import open_store
 from proxy.stores.base import ReasoningStore, StoreFailure
 from proxy.stores.memory import MemoryStore
