@@ -74,7 +74,7 @@ class Planner:
 
     def authorize(self, headers: list[tuple[str, str]]) -> str | None:
         """The client's Authorization value; 401 when the proxy requires one."""
-        authorization = _header(headers, "authorization")
+        authorization = next((v for k, v in headers if k == "authorization"), None)
         if self.rt.config.server.require_auth and not authorization:
             raise Unauthorized("This proxy requires an API key (Authorization: Bearer ...).")
         return authorization
@@ -193,10 +193,3 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise BadRequest("The request body must be a JSON object.", code="invalid_json")
     return data
-
-
-def _header(headers: list[tuple[str, str]], name: str) -> str | None:
-    for key, value in headers:
-        if key == name:
-            return value
-    return None

@@ -98,7 +98,6 @@ SETTINGS: tuple[Setting, ...] = (
 )
 PROFILE_HEADER = "X-Reasoning-Profile"
 CONVERSATION_HEADER = "X-Conversation-Id"
-_CONVERSATION_NAME = CONVERSATION_HEADER.lower()
 _BY_HEADER = {s.header.lower(): s for s in SETTINGS}
 _BY_KEY = {**{s.field: s for s in SETTINGS}, **{s.alias: s for s in SETTINGS}}
 
@@ -165,39 +164,33 @@ def resolve(*layers: Overrides | None, base: ReasoningSettings = DEFAULTS) -> Re
     return settings
 
 
-def request_conversation_id(headers: Iterable[tuple[str, str]]) -> str | None:
-    """The request's X-Conversation-Id (lower-case header names), checked.
-
-    Sent twice with different values, it is refused like a malformed one:
-    taking either would file the turn under a conversation the client may
-    not have meant. Repeats of one value are fine. Errors never echo values."""
-    name = _CONVERSATION_NAME
+def _one_value(
+    headers: Iterable[tuple[str, str]],
+    name: str,
+    error: type[InvalidSetting | InvalidConversationId],
+) -> str | None:
+    """The value of header `name` (given in canonical case; names in `headers`
+    are lower case). Twice with different values is refused (taking either
+    could act on what the client did not mean); repeats of one value are fine.
+    Errors never echo values."""
+    lowered = name.lower()
     found: str | None = None
     for key, value in headers:
-        if key == name:
+        if key == lowered:
             if found is not None and value != found:
-                raise InvalidConversationId(
-                    f"{CONVERSATION_HEADER} was given twice with different values",
-                    param=CONVERSATION_HEADER,
-                )
+                raise error(f"{name} was given twice with different values", param=name)
             found = value
-    return parse_conversation_id(found)
+    return found
+
+
+def request_conversation_id(headers: Iterable[tuple[str, str]]) -> str | None:
+    """The request's X-Conversation-Id, checked."""
+    return parse_conversation_id(_one_value(headers, CONVERSATION_HEADER, InvalidConversationId))
 
 
 def request_profile(headers: Iterable[tuple[str, str]]) -> str | None:
-    """The request's X-Reasoning-Profile name; twice with different names is
-    a 400 (unknown_profile's sibling, invalid_reasoning_setting)."""
-    name = PROFILE_HEADER.lower()
-    found: str | None = None
-    for key, value in headers:
-        if key == name:
-            if found is not None and value != found:
-                raise InvalidSetting(
-                    f"{PROFILE_HEADER} was given twice with different values",
-                    param=PROFILE_HEADER,
-                )
-            found = value
-    return found
+    """The request's X-Reasoning-Profile name."""
+    return _one_value(headers, PROFILE_HEADER, InvalidSetting)
 
 
 def parse_conversation_id(raw: str | None) -> str | None:

@@ -28,7 +28,7 @@ from proxy.api.asgi import (
     send_error,
 )
 from proxy.api.failures import error_kind, read_failure_error
-from proxy.api.relay import Progress, relay_stream
+from proxy.api.relay import Progress, StreamRelay
 from proxy.api.trace import Trace
 from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError
 from proxy.exchange import Exchange, Planner
@@ -147,9 +147,10 @@ class ChatEndpoint:
                     async def remember(turn: Turn | None) -> None:
                         await self._remember(ex, turn)
 
-                    await relay_stream(
+                    relay = StreamRelay(
                         ex, response, normalizer, trace, state, rt.key_mask, remember
                     )
+                    await relay.run()
                 else:
                     await self._whole(ex, response, options, trace, state)
         except ProxyError as exc:

@@ -49,131 +49,149 @@ class Progress(DisconnectWatch):
         return self.normalizer.turn() if self.normalizer is not None else None
 
 
-async def relay_stream(
-    ex: Exchange,
-    response: Response,
-    normalizer: StreamNormalizer,
-    trace: Trace,
-    state: Progress,
-    mask: KeyMask | None,
-    remember: Remember,
-) -> None:
-    send: Send = trace.send
-    masking = mask.stream() if mask is not None else None
-    read = response.read
-    feed = normalizer.feed
-    watcher = ex.watcher
-    first = True
-    held: list[bytes] | None = []  # what came before the first data event
-    hold_until = time.monotonic() + ex.route.idle_timeout
-    try:
-        with upstream_read_errors():
-            while True:
-                data = await read()
-                if first:
-                    trace.upstream_first_byte()
-                    first = False
-                if not data:
-                    out = normalizer.finish()
-                    break
-                out = feed(data)
-                if watcher is not None and normalizer.tap:
-                    watcher.deltas(normalizer.tap)
-                if normalizer.state != OPEN:
-                    break  # [DONE], or a failure: `out` ends the stream
-                if held is not None:
-                    if normalizer.first_error is not None:
+class StreamRelay:
+    """One stream's relay: `run()` once."""
+
+    __slots__ = ("ex", "mask", "normalizer", "remember", "response", "state", "trace")
+
+    def __init__(
+        self,
+        ex: Exchange,
+        response: Response,
+        normalizer: StreamNormalizer,
+        trace: Trace,
+        state: Progress,
+        mask: KeyMask | None,
+        remember: Remember,
+    ) -> None:
+        self.ex = ex
+        self.response = response
+        self.normalizer = normalizer
+        self.trace = trace
+        self.state = state
+        self.mask = mask
+        self.remember = remember
+
+    async def run(self) -> None:
+        ex, response, normalizer, trace, state = (
+            self.ex,
+            self.response,
+            self.normalizer,
+            self.trace,
+            self.state,
+        )
+        send: Send = trace.send
+        masking = self.mask.stream() if self.mask is not None else None
+        read = response.read
+        feed = normalizer.feed
+        watcher = ex.watcher
+        first = True
+        held: list[bytes] | None = []  # what came before the first data event
+        hold_until = time.monotonic() + ex.route.idle_timeout
+        try:
+            with upstream_read_errors():
+                while True:
+                    data = await read()
+                    if first:
+                        trace.upstream_first_byte()
+                        first = False
+                    if not data:
+                        out = normalizer.finish()
                         break
-                    if not normalizer.seen_data and time.monotonic() < hold_until:
-                        held.append(out)
-                        continue
-                    out = b"".join(held) + out
-                    held = None
-                    await _start(ex, response, trace, state, mask)
-                if out:
-                    if masking is not None:
-                        out = masking.feed(out)
-                    await send({"type": "http.response.body", "body": out, "more_body": True})
-                    send = trace.inner  # the trace has seen the first byte
-    except UpstreamReadError as exc:
-        out = normalizer.abort(read_failure(exc))
-    if normalizer.tap and watcher is not None:
-        watcher.deltas(normalizer.tap)
-    failure = normalizer.failure
-    trace.outcome = "complete" if normalizer.state == DONE else "failed"
-    if failure is not None:
-        trace.upstream_error = FAILURE_KIND.get(failure.code, "malformed")
-    if held is not None and normalizer.state != DONE:
-        # nothing was sent yet: a real status, not a 200 and an error event
-        await _early_failure(ex, response, normalizer, trace, state, mask, remember)
-        return
-    await remember(normalizer.turn())
-    state.complete = True
-    if held is not None:
-        out = b"".join(held) + out
-        await _start(ex, response, trace, state, mask)
-    if masking is not None:
-        out = masking.feed(out) + masking.flush()
-    await send({"type": "http.response.body", "body": out, "more_body": False})
-    if normalizer.state == DONE:
-        await Upstream.drain(response, 1.0)
+                    out = feed(data)
+                    if watcher is not None and normalizer.tap:
+                        watcher.deltas(normalizer.tap)
+                    if normalizer.state != OPEN:
+                        break  # [DONE], or a failure: `out` ends the stream
+                    if held is not None:
+                        if normalizer.first_error is not None:
+                            break
+                        if not normalizer.seen_data and time.monotonic() < hold_until:
+                            held.append(out)
+                            continue
+                        out = b"".join(held) + out
+                        held = None
+                        await self._start()
+                    if out:
+                        if masking is not None:
+                            out = masking.feed(out)
+                        await send({"type": "http.response.body", "body": out, "more_body": True})
+                        send = trace.inner  # the trace has seen the first byte
+        except UpstreamReadError as exc:
+            out = normalizer.abort(read_failure(exc))
+        if normalizer.tap and watcher is not None:
+            watcher.deltas(normalizer.tap)
+        failure = normalizer.failure
+        trace.outcome = "complete" if normalizer.state == DONE else "failed"
+        if failure is not None:
+            trace.upstream_error = FAILURE_KIND.get(failure.code, "malformed")
+        if held is not None and normalizer.state != DONE:
+            # nothing was sent yet: a real status, not a 200 and an error event
+            await self._early_failure()
+            return
+        await self.remember(normalizer.turn())
+        state.complete = True
+        if held is not None:
+            out = b"".join(held) + out
+            await self._start()
+        if masking is not None:
+            out = masking.feed(out) + masking.flush()
+        await send({"type": "http.response.body", "body": out, "more_body": False})
+        if normalizer.state == DONE:
+            await Upstream.drain(response, 1.0)
 
-
-async def _start(
-    ex: Exchange, response: Response, trace: Trace, state: Progress, mask: KeyMask | None
-) -> None:
-    headers = [
-        (k, v)
-        for k, v in response_headers(response)
-        if k.lower() not in ("cache-control", "x-accel-buffering")
-    ]
-    if mask is not None:
-        headers = mask.headers(headers)
-    headers += [("cache-control", "no-cache"), ("x-accel-buffering", "no"), *ex.extra_headers]
-    await trace.send(
-        {
-            "type": "http.response.start",
-            "status": response.status,
-            "headers": encode_headers(headers),
-        }
-    )
-    state.started = True
-
-
-async def _early_failure(
-    ex: Exchange,
-    response: Response,
-    normalizer: StreamNormalizer,
-    trace: Trace,
-    state: Progress,
-    mask: KeyMask | None,
-    remember: Remember,
-) -> None:
-    """A stream that failed before its first data event: its first event was
-    an error object (its own status, else 502; no turn is stored, as for an
-    error status), or the upstream broke, went quiet or closed (502, 504 for
-    the idle timeout; the empty turn is stored as incomplete)."""
-    headers: list[tuple[str, str]] = []
-    if normalizer.first_error is not None:
-        trace.upstream_error = "status"
-        trace.fields["error"] = "upstream_error_event"
-        status, body = upstream_error_body(normalizer.first_error)
-        ex.stored = True
+    async def _start(self) -> None:
+        ex, response, mask = self.ex, self.response, self.mask
         headers = [
             (k, v)
             for k, v in response_headers(response)
-            if k.lower() not in ("content-type", "cache-control", "x-accel-buffering")
+            if k.lower() not in ("cache-control", "x-accel-buffering")
         ]
-    else:
-        failure = normalizer.failure
-        assert failure is not None
-        trace.fields["error"] = failure.code
-        status = 504 if failure.code == "upstream_timeout" else 502
-        body = error_body(failure)
-        await remember(normalizer.turn())
-    if mask is not None:
-        headers, body = mask.headers(headers), mask.data(body)
-    state.complete = True
-    state.started = True
-    headers = [("content-type", "application/json"), *headers, *ex.extra_headers]
-    await send_bytes(trace.send, status, body, encode_headers(headers))
+        if mask is not None:
+            headers = mask.headers(headers)
+        headers += [("cache-control", "no-cache"), ("x-accel-buffering", "no"), *ex.extra_headers]
+        await self.trace.send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": encode_headers(headers),
+            }
+        )
+        self.state.started = True
+
+    async def _early_failure(self) -> None:
+        """A stream that failed before its first data event: its first event was
+        an error object (its own status, else 502; no turn is stored, as for an
+        error status), or the upstream broke, went quiet or closed (502, 504 for
+        the idle timeout; the empty turn is stored as incomplete)."""
+        ex, response, normalizer, trace, mask = (
+            self.ex,
+            self.response,
+            self.normalizer,
+            self.trace,
+            self.mask,
+        )
+        headers: list[tuple[str, str]] = []
+        if normalizer.first_error is not None:
+            trace.upstream_error = "status"
+            trace.fields["error"] = "upstream_error_event"
+            status, body = upstream_error_body(normalizer.first_error)
+            ex.stored = True
+            headers = [
+                (k, v)
+                for k, v in response_headers(response)
+                if k.lower() not in ("content-type", "cache-control", "x-accel-buffering")
+            ]
+        else:
+            failure = normalizer.failure
+            assert failure is not None
+            trace.fields["error"] = failure.code
+            status = 504 if failure.code == "upstream_timeout" else 502
+            body = error_body(failure)
+            await self.remember(normalizer.turn())
+        if mask is not None:
+            headers, body = mask.headers(headers), mask.data(body)
+        self.state.complete = True
+        self.state.started = True
+        headers = [("content-type", "application/json"), *headers, *ex.extra_headers]
+        await send_bytes(trace.send, status, body, encode_headers(headers))
