@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from proxy.api.asgi import DisconnectWatch, Receive, Send, encode_headers, send_bytes
+from proxy.api.encoder import Encoder
 from proxy.api.failures import FAILURE_KIND, read_failure
 from proxy.api.trace import Trace
 from proxy.errors import upstream_error_body
@@ -38,12 +39,13 @@ class Progress(DisconnectWatch):
     """How far a response got, shared with the watch on the client: once
     `complete`, a disconnect no longer cancels the work after it."""
 
-    __slots__ = ("normalizer", "started")
+    __slots__ = ("encoder", "normalizer", "started")
 
-    def __init__(self, receive: Receive) -> None:
+    def __init__(self, receive: Receive, encoder: Encoder | None = None) -> None:
         super().__init__(receive)
         self.started = False
         self.normalizer: StreamNormalizer | None = None
+        self.encoder = encoder  # the door's wire, when it is not chat completions
 
     def turn(self) -> Turn | None:
         return self.normalizer.turn() if self.normalizer is not None else None
@@ -82,6 +84,7 @@ class StreamRelay:
         )
         send: Send = trace.send
         masking = self.mask.stream() if self.mask is not None else None
+        encoder = state.encoder
         read = response.read
         feed = normalizer.feed
         watcher = ex.watcher
@@ -112,6 +115,8 @@ class StreamRelay:
                         out = b"".join(held) + out
                         held = None
                         await self._start()
+                    if encoder is not None:
+                        out = encoder.feed(out)
                     if out:
                         if masking is not None:
                             out = masking.feed(out)
@@ -134,6 +139,8 @@ class StreamRelay:
         if held is not None:
             out = b"".join(held) + out
             await self._start()
+        if encoder is not None:
+            out = encoder.feed(out) + encoder.flush()
         if masking is not None:
             out = masking.feed(out) + masking.flush()
         await send({"type": "http.response.body", "body": out, "more_body": False})
@@ -150,6 +157,8 @@ class StreamRelay:
         if mask is not None:
             headers = mask.headers(headers)
         headers += [("cache-control", "no-cache"), ("x-accel-buffering", "no"), *ex.extra_headers]
+        if self.state.encoder is not None:
+            headers = self.state.encoder.start_headers(headers)
         await self.trace.send(
             {
                 "type": "http.response.start",
@@ -189,9 +198,12 @@ class StreamRelay:
             status = 504 if failure.code == "upstream_timeout" else 502
             body = error_body(failure)
             await self.remember(normalizer.turn())
+        headers = [("content-type", "application/json"), *headers, *ex.extra_headers]
+        encoder = self.state.encoder
+        if encoder is not None:
+            headers, body = encoder.start_headers(headers), encoder.whole(status, body)
         if mask is not None:
             headers, body = mask.headers(headers), mask.data(body)
         self.state.complete = True
         self.state.started = True
-        headers = [("content-type", "application/json"), *headers, *ex.extra_headers]
         await send_bytes(trace.send, status, body, encode_headers(headers))

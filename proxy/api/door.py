@@ -1,0 +1,275 @@
+"""The driver every front door shares: one exchange path, as a raw ASGI endpoint.
+
+request -> the door's `plan()` (its wire parsed; the planner,
+`proxy.exchange`: settings, route, history, upstream body) -> upstream ->
+normalizer -> the door's `Encoder` (none for chat completions, whose wire is
+the path's own) -> client, then one `history.remember()`. Everything that
+can be refused is refused before a byte goes upstream, in the door's own
+error shape. A stream is relayed read by read (`proxy.api.relay`); a whole
+response is normalized at once. A client that leaves cancels the upstream
+request at once, and the cut turn is stored as incomplete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import orjson
+
+from proxy.api.asgi import (
+    ClientGone,
+    Receive,
+    Scope,
+    Send,
+    encode_headers,
+    request_headers,
+    send_bytes,
+    send_error,
+)
+from proxy.api.encoder import Encoder
+from proxy.api.failures import error_kind, read_failure_error
+from proxy.api.relay import Progress, StreamRelay
+from proxy.api.trace import Trace
+from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError
+from proxy.exchange import Exchange, Planner
+from proxy.live import TurnWatcher
+from proxy.observability import truncate
+from proxy.reasoning.blocks import Turn
+from proxy.reasoning.normalizer import (
+    NormalizeOptions,
+    StreamFailure,
+    StreamNormalizer,
+    normalize_completion,
+)
+from proxy.runtime import Runtime
+from proxy.upstream import Response, Upstream, UpstreamReadError, response_headers
+
+log = logging.getLogger("proxy.chat")
+
+
+class Door:
+    """A front door: `plan()` turns its request into an Exchange (and the
+    Encoder of its wire), `send_error()` renders the proxy's errors in its
+    shape; the rest is the one path."""
+
+    endpoint = "door"  # the trace's endpoint label
+
+    def __init__(self, runtime: Runtime, planner: Planner | None = None) -> None:
+        self.rt = runtime
+        self.planner = planner or Planner(runtime)
+
+    async def plan(
+        self, headers: list[tuple[str, str]], receive: Receive
+    ) -> tuple[Exchange, Encoder | None]:
+        raise NotImplementedError
+
+    async def send_error(self, send: Send, exc: ProxyError) -> None:
+        await send_error(send, exc)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        trace = Trace(send, self.rt.metrics, self.endpoint)
+        try:
+            await self._handle(scope, receive, trace)
+        finally:
+            trace.finish()
+
+    async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
+        limits = self.rt.config.limits
+        try:
+            headers = request_headers(scope, limits.max_header_bytes)
+            ex, encoder = await self.plan(headers, receive)
+        except ProxyError as exc:
+            trace.fields["error"] = exc.code
+            await self.send_error(trace.send, exc)
+            return
+        except ClientGone:
+            return
+        if self.rt.config.server.log_bodies:
+            log.info("request", extra={"body": truncate(ex.payload)})
+        trace.route = ex.route.name
+        trace.fields.update(
+            model=ex.payload.get("model"),
+            conversation=ex.key.conversation,
+            stream=ex.stream,
+            tokens_effective=ex.plan.effective,
+            tokens_raw=ex.plan.raw,
+        )
+        # the watch cancels this task when the client leaves (which closes
+        # the upstream request at once)
+        state = Progress(receive, encoder)
+        try:
+            await self.forward(ex, trace, state)
+        except asyncio.CancelledError:
+            if not (state.absorb() or self._absorb_cut()):
+                raise
+            # the client left, or a shutdown's grace period ended: the work
+            # below (storing the cut turn) goes on
+            if state.gone:
+                trace.outcome = "client_gone"
+            else:
+                await self._cut_short(trace, state)
+        finally:
+            state.stop()
+        await self._remember(ex, state.turn())
+        if ex.turn is not None:
+            trace.fields.update(
+                reasoning_blocks=len(ex.turn.thinking),
+                complete=ex.turn.complete,
+                persisted=ex.turn.persisted,
+                finish_reason=ex.turn.finish_reason,
+            )
+            if self.rt.config.server.log_bodies:
+                log.info("response", extra={"body": truncate(_turn_summary(ex.turn))})
+
+    def _absorb_cut(self) -> bool:
+        if not self.rt.cut:
+            return False
+        task = asyncio.current_task()
+        assert task is not None
+        task.uncancel()
+        return True
+
+    async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
+        rt = self.rt
+        options = NormalizeOptions(
+            tags=ex.route.tags,
+            implicit_open_tag=ex.route.implicit_open_tag and ex.settings.enabled,
+            include_in_response=ex.settings.include_in_response,
+            max_line_bytes=rt.config.limits.max_sse_line_bytes,
+            max_reasoning_chars=rt.config.limits.max_reasoning_bytes,
+        )
+        body = orjson.dumps(ex.payload)
+        trace.upstream_started()
+        try:
+            async with rt.upstream.request(
+                ex.route, "POST", "/chat/completions", ex.upstream_headers, body
+            ) as response:
+                if 300 <= response.status < 400:
+                    raise UpstreamError(
+                        "The upstream answered with a redirect; redirects are not followed.",
+                        code="upstream_redirect",
+                    )
+                if response.status >= 400:
+                    trace.upstream_error = "status"
+                content_type = response.header("content-type") or ""
+                if response.status < 300 and content_type.startswith("text/event-stream"):
+                    normalizer = state.normalizer = StreamNormalizer(options)
+                    if rt.live.active:
+                        normalizer.tap = []
+                        self._watch(ex)
+
+                    async def remember(turn: Turn | None) -> None:
+                        await self._remember(ex, turn)
+
+                    relay = StreamRelay(
+                        ex, response, normalizer, trace, state, rt.key_mask, remember
+                    )
+                    await relay.run()
+                else:
+                    await self._whole(ex, response, options, trace, state)
+        except ProxyError as exc:
+            trace.upstream_error = trace.upstream_error or error_kind(exc)
+            trace.fields["error"] = exc.code
+            state.complete = True
+            if not state.started:
+                await self.send_error(trace.send, exc)
+            else:
+                await trace.send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _whole(
+        self,
+        ex: Exchange,
+        response: Response,
+        options: NormalizeOptions,
+        trace: Trace,
+        state: Progress,
+    ) -> None:
+        trace.upstream_first_byte()
+        try:
+            body = await Upstream.read_all(response, self.rt.config.limits.max_response_bytes)
+        except UpstreamReadError as exc:
+            raise read_failure_error(exc) from None
+        headers = response_headers(response)
+        if response.status < 300:
+            try:
+                payload = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                payload = None
+                trace.upstream_error = "malformed"
+            if isinstance(payload, dict):
+                changed, turn = normalize_completion(payload, options)
+                if turn is not None:
+                    if self.rt.live.active:
+                        watcher = self._watch(ex)
+                        shown = ex.settings.include_in_response
+                        watcher.whole(
+                            [b.thought for b in turn.thinking if shown and not b.is_hidden],
+                            turn.content,
+                        )
+                    await self._remember(ex, turn)
+                if changed:
+                    body = orjson.dumps(payload)
+                headers = [(k, v) for k, v in headers if k.lower() != "content-type"]
+                headers.insert(0, ("content-type", "application/json"))
+            headers += ex.extra_headers
+        if state.encoder is not None:
+            headers = state.encoder.start_headers(headers)
+            body = state.encoder.whole(response.status, body)
+        mask = self.rt.key_mask
+        if mask is not None:  # an upstream may quote the route's key back (a 401)
+            headers, body = mask.headers(headers), mask.data(body)
+        state.complete = True
+        state.started = True
+        await send_bytes(trace.send, response.status, body, encode_headers(headers))
+
+    async def _cut_short(self, trace: Trace, state: Progress) -> None:
+        """The server's shutdown grace period ended before the response did: a
+        started stream ends with an error event (no [DONE]), a response not yet
+        started is a 503. The normalizer's turn then says `complete: false`."""
+        trace.outcome = "shutdown"
+        if state.complete:
+            return  # the response had ended; only the work after it was cut
+        state.complete = True  # the disconnect watch must not cancel what follows
+        error = ServerShuttingDown("The server is shutting down; the response was cut short.")
+        trace.fields["error"] = "server_shutting_down"
+        out = b""
+        if state.normalizer is not None:
+            failure = StreamFailure("server_shutting_down", error.message, error.type)
+            out = state.normalizer.abort(failure)
+            if state.encoder is not None:
+                out = state.encoder.feed(out) + state.encoder.flush()
+        if state.started:
+            await trace.send({"type": "http.response.body", "body": out, "more_body": False})
+        else:
+            await self.send_error(trace.send, error)
+
+    async def _remember(self, ex: Exchange, turn: Turn | None) -> None:
+        """Store the turn, once."""
+        if ex.stored or turn is None:
+            return
+        ex.stored = True
+        extra = {**turn.extra, "context": ex.context}
+        stored = await self.rt.history.remember(ex.key, turn, ex.route, extra=extra)
+        ex.turn = stored
+        if ex.watcher is not None:
+            ex.watcher.end(stored.complete, stored.finish_reason, stored.persisted)
+
+    def _watch(self, ex: Exchange) -> TurnWatcher:
+        """Announce the turn on the live feed (only while someone watches)."""
+        watcher = ex.watcher = TurnWatcher(self.rt.live, ex.key.tenant, ex.key.conversation)
+        watcher.start(ex.payload.get("model"), ex.route.name, ex.context)
+        return watcher
+
+
+def _turn_summary(turn: Turn) -> dict[str, Any]:
+    return {
+        "content": turn.content,
+        "reasoning": [b.thought for b in turn.thinking],
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls
+        ],
+        "finish_reason": turn.finish_reason,
+        "complete": turn.complete,
+    }
