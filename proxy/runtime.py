@@ -18,10 +18,11 @@ from proxy.history.service import STORE_TIMEOUT, History, StoreHealth
 from proxy.keymask import KeyMask, credential_values
 from proxy.live import LiveFeed
 from proxy.observability import Metrics
-from proxy.tokenizer import TokenCounter
+from proxy.sealing import Sealer
 from proxy.stores import open_store
 from proxy.stores.base import ReasoningStore, StoreFailure
 from proxy.stores.memory import MemoryStore
+from proxy.tokenizer import TokenCounter
 from proxy.upstream import Upstream
 
 log = logging.getLogger("proxy")
@@ -68,6 +69,8 @@ class Runtime:
             self._secret = config.secret.get().encode()
         else:
             self._secret = secrets.token_bytes(32)
+        # reasoning that leaves inside client-held artefacts, sealed under the secret
+        self.sealer = Sealer(self._secret)
         self.live = LiveFeed()
         self.count = lru_cache(maxsize=16384)(self.tokens.count)
         self.health = StoreHealth(self.metrics)
