@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import importlib.metadata
 import json
 import logging
 import os
@@ -32,6 +33,14 @@ from proxy.stores import check_store, store_kind
 log = logging.getLogger("proxy")
 
 
+def package_version() -> str:
+    """The installed distribution's version (a source tree not installed says so)."""
+    try:
+        return importlib.metadata.version("reasoning-proxy")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port to listen on (default 8787)")
@@ -53,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="reasoning-proxy",
         description="OpenAI-compatible proxy that separates, stores and re-injects reasoning.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the proxy")
