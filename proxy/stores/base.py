@@ -2,9 +2,10 @@
 
 A store keeps, per conversation key, the turns in order (as serialized
 records), a tenant-wide index from tool-call ids and content fingerprints to
-turns (so turns are found again without a conversation id), and the named
-profiles written through the API. Stores never see credentials: keys hold
-tenant hashes only.
+turns (so turns are found again without a conversation id), the named
+profiles written through the API, and the Responses API's stored response
+objects (per tenant, opaque records, under the same TTL and caps as
+conversations). Stores never see credentials: keys hold tenant hashes only.
 """
 
 from __future__ import annotations
@@ -96,6 +97,19 @@ class ReasoningStore(Protocol):
     async def delete_profile(self, name: str) -> bool: ...
 
     async def list_profiles(self) -> dict[str, dict[str, Any]]: ...
+
+    async def put_response(self, tenant: str, response_id: str, record: bytes) -> None:
+        """Keep a stored response object (replacing one of the same id). It
+        expires `ttl_seconds` after this write; beyond `max_conversations`
+        stored responses, the least recently written go first."""
+        ...
+
+    async def get_response(self, tenant: str, response_id: str) -> bytes | None:
+        """The tenant's stored response record, or None (unknown, expired,
+        deleted, or another tenant's: all look alike)."""
+        ...
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool: ...
 
     async def stats(self) -> StoreStats: ...
 

@@ -4,8 +4,11 @@ Conversations live in an LRU order (least recently used first). Turns are
 kept serialized, so the byte count is what the data really takes. Bounds:
 `max_conversations`, `max_bytes` (records plus a fixed per-entry overhead),
 `ttl_seconds` after the last write, and `max_turns_per_conversation` (the
-oldest turns go first). One process only: several workers would each hold
-their own history, so more than one worker with this store is refused.
+oldest turns go first). Stored response objects (the Responses API's) live
+in their own LRU order under the same TTL, at most `max_conversations` of
+them, and their bytes count toward the same `max_bytes`. One process only:
+several workers would each hold their own history, so more than one worker
+with this store is refused.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from proxy.stores.base import (
 TURN_OVERHEAD = 200
 CONVERSATION_OVERHEAD = 640
 INDEX_OVERHEAD = 160
+RESPONSE_OVERHEAD = 300
 
 
 @dataclass(slots=True)
@@ -67,6 +71,8 @@ class MemoryStore:
         # tenant -> index key -> (conversation id, absolute turn index)
         self._index: dict[str, dict[str, tuple[str, int]]] = {}
         self._profiles: dict[str, dict[str, Any]] = {}
+        # (tenant, response id) -> (record, time written), least recently written first
+        self._responses: OrderedDict[tuple[str, str], tuple[bytes, float]] = OrderedDict()
         self._bytes = 0
         self.evictions = 0
 
@@ -162,11 +168,49 @@ class MemoryStore:
     async def list_profiles(self) -> dict[str, dict[str, Any]]:
         return {k: dict(v) for k, v in self._profiles.items()}
 
+    async def put_response(self, tenant: str, response_id: str, record: bytes) -> None:
+        now = self._clock()
+        self._expire_responses(now)
+        key = (tenant, response_id)
+        old = self._responses.pop(key, None)
+        if old is not None:
+            self._bytes -= _response_size(key, old[0])
+        record = bytes(record)
+        self._responses[key] = (record, now)
+        self._bytes += _response_size(key, record)
+        # the new one goes last: older responses first, then conversations
+        while len(self._responses) > 1 and (
+            len(self._responses) > self._max_conversations or self._bytes > self._max_bytes
+        ):
+            self._drop_response()
+        while self._bytes > self._max_bytes and self._conversations:
+            dropped, conv = self._conversations.popitem(last=False)
+            self._forget(dropped, conv)
+            self.evictions += 1
+
+    async def get_response(self, tenant: str, response_id: str) -> bytes | None:
+        found = self._responses.get((tenant, response_id))
+        if found is None:
+            return None
+        if self._clock() - found[1] > self._ttl:
+            self._responses.pop((tenant, response_id))
+            self._bytes -= _response_size((tenant, response_id), found[0])
+            return None
+        return found[0]
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool:
+        live = await self.get_response(tenant, response_id)
+        if live is None:
+            return False
+        key = (tenant, response_id)
+        self._responses.pop(key)
+        self._bytes -= _response_size(key, live)
+        return True
+
     async def stats(self) -> StoreStats:
         turns = sum(len(c.records) for c in self._conversations.values())
-        return StoreStats(
-            len(self._conversations), turns, self._bytes, {"evictions": self.evictions}
-        )
+        extra = {"evictions": self.evictions, "responses": len(self._responses)}
+        return StoreStats(len(self._conversations), turns, self._bytes, extra)
 
     # -- internals -------------------------------------------------------------
 
@@ -201,9 +245,25 @@ class MemoryStore:
             key, conv = self._conversations.popitem(last=False)
             self._forget(key, conv)
             self.evictions += 1
+        while self._bytes > self._max_bytes and self._responses:
+            self._drop_response()
         conv = self._conversations[keep]
         while self._bytes > self._max_bytes and len(conv.records) > 1:
             self._drop_oldest(keep, conv)
+
+    def _drop_response(self) -> None:
+        key, (record, _) = self._responses.popitem(last=False)
+        self._bytes -= _response_size(key, record)
+        self.evictions += 1
+
+    def _expire_responses(self, now: float) -> None:
+        """Stored responses are kept in write order, so the expired ones come first."""
+        while self._responses:
+            key, (record, written) = next(iter(self._responses.items()))
+            if now - written <= self._ttl:
+                return
+            self._responses.popitem(last=False)
+            self._bytes -= _response_size(key, record)
 
     def _drop_oldest(self, key: ConversationKey, conv: _Conversation) -> None:
         """Drop a conversation's oldest turn with its index entries and bytes."""
@@ -235,3 +295,7 @@ class MemoryStore:
 
 def _turn_size(record: bytes, index_keys: tuple[str, ...]) -> int:
     return len(record) + TURN_OVERHEAD + sum(len(k) + INDEX_OVERHEAD for k in index_keys)
+
+
+def _response_size(key: tuple[str, str], record: bytes) -> int:
+    return len(record) + len(key[0]) + len(key[1]) + RESPONSE_OVERHEAD

@@ -18,6 +18,8 @@ come last):
 - `rp:recent`                         sorted set: `<tenant>\\x1f<conversation>`
   by last write, every tenant (listing all, sweeping, eviction)
 - `rp:profiles`                       hash: name -> JSON settings
+- `rp:resp:<tenant>:<id>`             a stored response object (Responses API)
+- `rp:responses`                      sorted set: `<tenant>\\x1f<id>` by write time
 
 Every history key carries a TTL of `ttl_seconds`, refreshed on each write to
 it (the refs list lives twice as long, so a sweep can still unindex an
@@ -39,7 +41,8 @@ as StoreFailure.
 Bounds honoured: `ttl_seconds` (key expiry; sorted-set members and index
 entries of expired conversations are swept on a later write),
 `max_turns_per_conversation` (oldest turns trimmed, with their index entries),
-`max_conversations` (the least recently written go first, across tenants).
+`max_conversations` (the least recently written go first, across tenants;
+stored responses are counted and dropped the same way, on their own).
 `max_bytes` is not: bound Redis memory with its own `maxmemory` and the
 `volatile-lru` policy (every history key has a TTL, so all are candidates).
 """
@@ -179,11 +182,38 @@ return existed
 """
 )
 
+# KEYS: the response's key, the responses sorted set
+# ARGV: record, ttl_ms, now, cutoff, max, member, response key prefix
+PUT_RESPONSE = """
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[6])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4])
+local excess = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
+local dropped = 0
+if excess > 0 then
+  for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, excess)) do
+    if dropped < excess and member ~= ARGV[6] then
+      local sep = string.find(member, '\\31', 1, true)
+      local tenant, id = string.sub(member, 1, sep - 1), string.sub(member, sep + 1)
+      redis.call('DEL', ARGV[7] .. tenant .. ':' .. id)
+      redis.call('ZREM', KEYS[2], member)
+      dropped = dropped + 1
+    end
+  end
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return dropped
+"""
+
 
 def _text(value: Any) -> str:
     """A reply item as text (replies are bytes: the client does not decode,
     since turn records are binary JSON)."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def _texts(reply: Any) -> list[str]:
@@ -261,6 +291,7 @@ class RedisStore:
         self._append: AsyncScript | None = None
         self._lookup: AsyncScript | None = None
         self._drop_script: AsyncScript | None = None
+        self._put_response: AsyncScript | None = None
         self._next_sweep = 0.0
         self.evictions = 0
 
@@ -296,12 +327,13 @@ class RedisStore:
                 self._append = self._redis.register_script(APPEND)
                 self._lookup = self._redis.register_script(LOOKUP)
                 self._drop_script = self._redis.register_script(DROP)
+                self._put_response = self._redis.register_script(PUT_RESPONSE)
         await self.ping()
 
     async def close(self) -> None:
         if self._redis is not None:
             client, self._redis = self._redis, None
-            self._append = self._lookup = self._drop_script = None
+            self._append = self._lookup = self._drop_script = self._put_response = None
             with _failures("close"):
                 await client.aclose()
 
@@ -445,6 +477,40 @@ class RedisStore:
         with _failures("profile list"):
             items = await self._client().hgetall(f"{self._prefix}profiles")
             return {_text(k): orjson.loads(v) for k, v in items.items()}
+
+    # -- stored responses ----------------------------------------------------------
+
+    async def put_response(self, tenant: str, response_id: str, record: bytes) -> None:
+        p = self._prefix
+        now = self._clock()
+        with _failures("response write"):
+            dropped = await self._script(self._put_response)(
+                keys=[f"{p}resp:{tenant}:{response_id}", f"{p}responses"],
+                args=[
+                    bytes(record),
+                    self._ttl_ms,
+                    now,
+                    now - self._ttl,
+                    self._max_conversations,
+                    f"{tenant}{SEP}{response_id}",
+                    f"{p}resp:",
+                ],
+            )
+        self.evictions += int(dropped)
+
+    async def get_response(self, tenant: str, response_id: str) -> bytes | None:
+        with _failures("response read"):
+            record = await self._client().get(f"{self._prefix}resp:{tenant}:{response_id}")
+        return None if record is None else _bytes(record)
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool:
+        r = self._client()
+        with _failures("response delete"):
+            async with r.pipeline(transaction=True) as pipe:
+                pipe.delete(f"{self._prefix}resp:{tenant}:{response_id}")
+                pipe.zrem(f"{self._prefix}responses", f"{tenant}{SEP}{response_id}")
+                deleted, _ = await pipe.execute()
+        return int(deleted) > 0
 
     async def stats(self) -> StoreStats:
         """Counts live conversations, their turns and the memory of their turn

@@ -20,15 +20,19 @@ opened is tried again on the next call.
 Tables: `conversations` (one row per conversation key: how many turns were
 ever appended, last update, model), `turns` (the serialized records),
 `turn_index` (the tenant-wide index: `t:<tool_call_id>` / `f:<fingerprint>`
--> conversation and turn), `profiles`. Turns and index rows belong to their
+-> conversation and turn), `profiles`, `responses` (the Responses API's
+stored response objects, per tenant). Turns and index rows belong to their
 conversation (`ON DELETE CASCADE`), so dropping a conversation drops both.
+Schema 2 added `responses`; a schema 1 file gains the table when opened.
 
 Bounds honoured: `ttl_seconds` (a conversation not written for that long is
 invisible at once and deleted by a sweep on a later write),
 `max_turns_per_conversation` (the oldest turns go first, with their index
 rows), `max_conversations` (the least recently *written* conversations go
 first; unlike the memory store, reads do not refresh the order, since that
-would turn every read into a write). `max_bytes` is not honoured: it bounds
+would turn every read into a write). Stored responses expire after
+`ttl_seconds` too, and at most `max_conversations` of them are kept (the
+least recently written go first). `max_bytes` is not honoured: it bounds
 the memory store's RAM; the file is bounded by the other three.
 """
 
@@ -61,7 +65,7 @@ from proxy.stores.base import (
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Milliseconds a write waits for another process's lock before failing; below
 # the runtime's per-call timeout, so a stuck writer shows up as StoreFailure.
 BUSY_TIMEOUT_MS = 2000
@@ -100,6 +104,14 @@ CREATE TABLE IF NOT EXISTS profiles (
     name TEXT PRIMARY KEY,
     body BLOB NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS responses (
+    tenant TEXT NOT NULL,
+    id TEXT NOT NULL,
+    record BLOB NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (tenant, id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS responses_by_update ON responses (updated);
 """
 
 
@@ -381,6 +393,53 @@ class SQLiteStore:
         rows = await self._run("profile list", read)
         with _failures("decode"):
             return {name: orjson.loads(body) for name, body in rows}
+
+    # -- stored responses ----------------------------------------------------------
+
+    async def put_response(self, tenant: str, response_id: str, record: bytes) -> None:
+        now = self._clock()
+
+        def write(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM responses WHERE updated < ?", (now - self._ttl,))
+            db.execute(
+                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?)",
+                (tenant, response_id, bytes(record), now),
+            )
+            (count,) = db.execute("SELECT count(*) FROM responses").fetchone()
+            excess = int(count) - self._max_conversations
+            if excess > 0:
+                db.execute(
+                    "DELETE FROM responses WHERE (tenant, id) IN (SELECT tenant, id FROM "
+                    "responses WHERE NOT (tenant = ? AND id = ?) ORDER BY updated LIMIT ?)",
+                    (tenant, response_id, excess),
+                )
+                self.evictions += excess
+
+        await self._write("response write", write)
+
+    async def get_response(self, tenant: str, response_id: str) -> bytes | None:
+        cutoff = self._clock() - self._ttl
+
+        def read(db: sqlite3.Connection) -> bytes | None:
+            row = db.execute(
+                "SELECT record FROM responses WHERE tenant = ? AND id = ? AND updated >= ?",
+                (tenant, response_id, cutoff),
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return await self._run("response read", read)
+
+    async def delete_response(self, tenant: str, response_id: str) -> bool:
+        cutoff = self._clock() - self._ttl
+
+        def write(db: sqlite3.Connection) -> bool:
+            row = db.execute(
+                "DELETE FROM responses WHERE tenant = ? AND id = ? RETURNING updated >= ?",
+                (tenant, response_id, cutoff),
+            ).fetchone()
+            return row is not None and bool(row[0])
+
+        return await self._write("response delete", write)
 
     async def stats(self) -> StoreStats:
         cutoff = self._clock() - self._ttl

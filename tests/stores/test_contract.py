@@ -247,3 +247,57 @@ async def test_max_conversations_drops_the_least_recently_written(backend: Backe
     assert await store.lookup(ALICE, "t:call_c1") is None
     assert [c.conversation for c in await store.conversations(None)] == ["c3", "c2"]
     assert await store.lookup(ALICE, "t:call_c2") == turn("c2")
+
+
+# -- stored response objects (the Responses API's `store: true`) ------------------------
+
+
+async def test_stored_responses_round_trip_per_tenant(store: ReasoningStore) -> None:
+    record = b'{"id": "resp_1", "output": ["\\u00e9", "' + REASONING.encode() + b'"]}'
+    await store.put_response(ALICE, "resp_1", record)
+    assert await store.get_response(ALICE, "resp_1") == record
+    # another tenant's id looks exactly like an unknown one
+    assert await store.get_response(BOB, "resp_1") is None
+    assert await store.delete_response(BOB, "resp_1") is False
+    assert await store.get_response(ALICE, "resp_unknown") is None
+    # a second write of one id replaces the first
+    await store.put_response(ALICE, "resp_1", b"{}")
+    assert await store.get_response(ALICE, "resp_1") == b"{}"
+    assert await store.delete_response(ALICE, "resp_1") is True
+    assert await store.get_response(ALICE, "resp_1") is None
+    assert await store.delete_response(ALICE, "resp_1") is False
+
+
+async def test_stored_responses_leave_conversations_alone(store: ReasoningStore) -> None:
+    key = ConversationKey(ALICE, "c1")
+    await store.append(key, turn("one", call="call_1"), refs("call_1"))
+    await store.put_response(ALICE, "c1", b"{}")  # the same name, another kind
+    assert await store.turns(key) == [turn("one", call="call_1")]
+    assert await store.delete(key) is True
+    assert await store.get_response(ALICE, "c1") == b"{}"
+
+
+async def test_stored_responses_expire_after_ttl(backend: Backend) -> None:
+    store = await backend.open(ttl_seconds=0.3)
+    await store.put_response(ALICE, "resp_old", b"{}")
+    await backend.later(0.4)
+    assert await store.get_response(ALICE, "resp_old") is None
+    assert await store.delete_response(ALICE, "resp_old") is False
+    await store.put_response(ALICE, "resp_new", b"{}")
+    assert await store.get_response(ALICE, "resp_new") == b"{}"
+
+
+async def test_max_conversations_caps_stored_responses_too(backend: Backend) -> None:
+    store = await backend.open(max_conversations=2)
+    for name in ("r1", "r2", "r3"):
+        await store.put_response(ALICE if name != "r2" else BOB, name, name.encode())
+        backend.tick()
+    assert await store.get_response(ALICE, "r1") is None
+    assert await store.get_response(BOB, "r2") == b"r2"
+    assert await store.get_response(ALICE, "r3") == b"r3"
+    # rewriting one makes it the most recent
+    await store.put_response(BOB, "r2", b"again")
+    backend.tick()
+    await store.put_response(ALICE, "r4", b"r4")
+    assert await store.get_response(ALICE, "r3") is None
+    assert await store.get_response(BOB, "r2") == b"again"
