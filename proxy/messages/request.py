@@ -1,0 +1,473 @@
+"""A Messages request -> a Chat Completions payload (pure).
+
+What maps is mapped: `system` (a string or text blocks) becomes the system
+message; text, image, tool_use and tool_result blocks become chat content
+parts, `tool_calls` and `tool` messages; custom tools become function tools;
+`tool_choice`, `max_tokens`, `stop_sequences`, `temperature`, `top_p`,
+`top_k`, `metadata.user_id` and `stream` have their chat counterparts.
+`thinking` and `output_config.effort` become the proxy's reasoning settings
+(as X-Reasoning-* header pairs the door adds unless the client sent them).
+
+Thinking blocks sent back carry a `signature` that is a sealed envelope
+(`proxy.sealing`): opened, its reasoning becomes the assistant message's
+`reasoning_content` (the upstream's own signature goes in `thinking_blocks`,
+its reasoning_details items in `reasoning_details`), so the egress writes it
+in the upstream's dialect. A block this proxy cannot open is left out and
+counted, never refused.
+
+What a Chat upstream has no use for (`context_management`, `cache_control`,
+`service_tier`, unknown fields and block types of newer clients) is dropped
+and named in `dropped_fields`; server tools (typed tools without an
+`input_schema`: web search, code execution, ...) are left out and named in
+`dropped_tools`. Malformed input is a BadRequest naming where it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from proxy.errors import BadRequest
+from proxy.sealing import Sealed
+from proxy.settings import SETTINGS
+
+Json = dict[str, Any]
+Opener = Callable[[Any], Sealed | None]
+
+# top-level fields the translation reads; every other one is dropped and named
+_READ = frozenset(
+    (
+        "model",
+        "messages",
+        "max_tokens",
+        "system",
+        "tools",
+        "tool_choice",
+        "stop_sequences",
+        "temperature",
+        "top_p",
+        "top_k",
+        "metadata",
+        "stream",
+        "thinking",
+        "output_config",
+    )
+)
+_EFFORTS = ("low", "medium", "high", "xhigh", "max")
+# block keys that carry nothing a Chat upstream uses, dropped without a name
+_QUIET = frozenset(("type", "citations"))
+
+
+def _effort_choices() -> tuple[str, ...]:
+    return next(s.choices for s in SETTINGS if s.field == "effort")
+
+
+def effort_setting(effort: str) -> str:
+    """Anthropic's effort as the proxy's effort setting: `max` is `xhigh`
+    (`high` where the settings know no `xhigh`)."""
+    if effort in ("max", "xhigh"):
+        return "xhigh" if "xhigh" in _effort_choices() else "high"
+    return effort
+
+
+@dataclass(slots=True)
+class Translation:
+    """A Messages request as the exchange path takes it."""
+
+    payload: Json  # the chat completions body
+    settings: list[tuple[str, str]]  # X-Reasoning-* pairs the body asks for
+    dropped_fields: list[str] = field(default_factory=list)
+    dropped_tools: list[str] = field(default_factory=list)
+    unopened: int = 0  # thinking blocks sent back that this proxy could not open
+    show_thinking: bool = True  # thinking.display is not "omitted"
+    stop_sequences: tuple[str, ...] = ()
+
+
+def bad(where: str, message: str) -> BadRequest:
+    return BadRequest(f"{where}: {message}", param=where, code="invalid_request")
+
+
+class _Translator:
+    def __init__(self, open_signature: Opener) -> None:
+        self.open = open_signature
+        self.dropped: list[str] = []
+        self.dropped_tools: list[str] = []
+        self.unopened = 0
+        self.tool_ids: set[str] = set()
+
+    def drop(self, name: str) -> None:
+        if name not in self.dropped:
+            self.dropped.append(name)
+
+    # -- messages --------------------------------------------------------------------
+
+    def messages(self, raw: Any) -> list[Json]:
+        if not isinstance(raw, list) or not raw:
+            raise bad("messages", "must be a non-empty array")
+        out: list[Json] = []
+        for n, message in enumerate(raw):
+            where = f"messages[{n}]"
+            if not isinstance(message, dict):
+                raise bad(where, "must be an object")
+            role = message.get("role")
+            content = message.get("content")
+            if role not in ("user", "assistant"):
+                raise bad(f"{where}.role", "must be 'user' or 'assistant'")
+            if not isinstance(content, str | list):
+                raise bad(f"{where}.content", "must be a string or an array of blocks")
+            for key in message:
+                if key not in ("role", "content"):
+                    self.drop(f"messages[].{key}")
+            if isinstance(content, str):
+                out.append({"role": role, "content": content})
+            elif role == "user":
+                out += self.user(content, where)
+            else:
+                out.append(self.assistant(content, where))
+        return out
+
+    def _blocks(self, content: list[Any], where: str) -> list[tuple[str, str, Json]]:
+        """(where, type, block) of each block, checked to be a typed object."""
+        out = []
+        for n, block in enumerate(content):
+            at = f"{where}.content[{n}]"
+            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                raise bad(at, "must be an object with a string 'type'")
+            if "cache_control" in block:
+                self.drop("cache_control")
+            out.append((at, block["type"], block))
+        return out
+
+    def user(self, content: list[Any], where: str) -> list[Json]:
+        tools: list[Json] = []
+        parts: list[Json] = []
+        for at, kind, block in self._blocks(content, where):
+            if kind == "text":
+                parts.append({"type": "text", "text": _text(block, at)})
+            elif kind == "image":
+                image = self.image(block, at)
+                if image is not None:
+                    parts.append(image)
+            elif kind == "tool_result":
+                tools.append(self.tool_result(block, at))
+            elif kind == "tool_use":
+                raise bad(at, "tool_use blocks belong in assistant messages")
+            else:
+                self.drop(f"content.{kind}")
+        out = list(tools)
+        if parts:
+            if all(p["type"] == "text" for p in parts):
+                out.append({"role": "user", "content": "\n\n".join(p["text"] for p in parts)})
+            else:
+                out.append({"role": "user", "content": parts})
+        elif not tools:
+            out.append({"role": "user", "content": ""})
+        return out
+
+    def image(self, block: Json, at: str) -> Json | None:
+        source = block.get("source")
+        if not isinstance(source, dict):
+            raise bad(f"{at}.source", "must be an object")
+        kind = source.get("type")
+        if kind == "base64":
+            media, data = source.get("media_type"), source.get("data")
+            if not isinstance(media, str) or not isinstance(data, str):
+                raise bad(f"{at}.source", "base64 images need string media_type and data")
+            url = f"data:{media};base64,{data}"
+        elif kind == "url":
+            if not isinstance(source.get("url"), str):
+                raise bad(f"{at}.source.url", "must be a string")
+            url = source["url"]
+        else:
+            self.drop(f"content.image.{kind}")
+            return None
+        return {"type": "image_url", "image_url": {"url": url}}
+
+    def tool_result(self, block: Json, at: str) -> Json:
+        call_id = block.get("tool_use_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise bad(f"{at}.tool_use_id", "must be a non-empty string")
+        if call_id not in self.tool_ids:
+            raise bad(
+                f"{at}.tool_use_id",
+                "a tool_result must answer a tool_use block of an earlier assistant message",
+            )
+        content = block.get("content", "")
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            pieces = []
+            for inner_at, kind, inner in self._blocks(content, at):
+                if kind == "text":
+                    pieces.append(_text(inner, inner_at))
+                else:
+                    self.drop(f"tool_result.content.{kind}")
+            text = "\n\n".join(pieces)
+        else:
+            raise bad(f"{at}.content", "must be a string or an array of blocks")
+        is_error = block.get("is_error")
+        if is_error is not None and not isinstance(is_error, bool):
+            raise bad(f"{at}.is_error", "must be a boolean")
+        if is_error and not text:
+            text = "error"
+        return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+    def assistant(self, content: list[Any], where: str) -> Json:
+        texts: list[str] = []
+        calls: list[Json] = []
+        reasoning: list[str] = []
+        signatures: list[Json] = []
+        details: list[Json] = []
+        for at, kind, block in self._blocks(content, where):
+            if kind == "text":
+                texts.append(_text(block, at))
+            elif kind == "tool_use":
+                calls.append(self.tool_use(block, at))
+            elif kind == "thinking":
+                if not isinstance(block.get("thinking"), str):
+                    raise bad(f"{at}.thinking", "must be a string")
+                sealed = self.open(block.get("signature"))
+                if sealed is None:
+                    self.unopened += 1
+                    continue
+                if sealed.reasoning:
+                    reasoning.append(sealed.reasoning)
+                signature = sealed.artefacts.get("signature")
+                if isinstance(signature, str) and signature:
+                    signatures.append(
+                        {"type": "thinking", "thinking": sealed.reasoning, "signature": signature}
+                    )
+                items = sealed.artefacts.get("reasoning_details")
+                if isinstance(items, list):
+                    details += [i for i in items if isinstance(i, dict)]
+            elif kind in ("redacted_thinking", "text_editor_code_execution_tool_result"):
+                self.drop(f"content.{kind}")
+            else:
+                self.drop(f"content.{kind}")
+        message: Json = {"role": "assistant", "content": "".join(texts) if texts else None}
+        if not calls and message["content"] is None:
+            message["content"] = ""
+        if calls:
+            message["tool_calls"] = calls
+        if reasoning:
+            message["reasoning_content"] = "\n\n".join(reasoning)
+        if signatures:
+            message["thinking_blocks"] = signatures
+        if details:
+            message["reasoning_details"] = details
+        return message
+
+    def tool_use(self, block: Json, at: str) -> Json:
+        call_id, name, arguments = block.get("id"), block.get("name"), block.get("input", {})
+        if not isinstance(call_id, str) or not call_id:
+            raise bad(f"{at}.id", "must be a non-empty string")
+        if not isinstance(name, str) or not name:
+            raise bad(f"{at}.name", "must be a non-empty string")
+        if not isinstance(arguments, dict):
+            raise bad(f"{at}.input", "must be an object")
+        self.tool_ids.add(call_id)
+        return {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": orjson.dumps(arguments).decode()},
+        }
+
+    # -- tools -----------------------------------------------------------------------
+
+    def tools(self, raw: Any) -> list[Json]:
+        if not isinstance(raw, list):
+            raise bad("tools", "must be an array")
+        out: list[Json] = []
+        for n, tool in enumerate(raw):
+            at = f"tools[{n}]"
+            if not isinstance(tool, dict):
+                raise bad(at, "must be an object")
+            kind = tool.get("type")
+            if kind not in (None, "custom") or "input_schema" not in tool:
+                # a server tool (web search, code execution, a typed client tool):
+                # a Chat upstream can neither run it nor knows its schema
+                label = tool.get("name") if isinstance(tool.get("name"), str) else kind
+                shown = str(label) if label is not None else at
+                if shown not in self.dropped_tools:
+                    self.dropped_tools.append(shown)
+                continue
+            name, schema = tool.get("name"), tool.get("input_schema")
+            if not isinstance(name, str) or not name:
+                raise bad(f"{at}.name", "must be a non-empty string")
+            if not isinstance(schema, dict):
+                raise bad(f"{at}.input_schema", "must be an object")
+            function: Json = {"name": name, "parameters": schema}
+            description = tool.get("description")
+            if description is not None:
+                if not isinstance(description, str):
+                    raise bad(f"{at}.description", "must be a string")
+                function["description"] = description
+            if isinstance(tool.get("strict"), bool):
+                function["strict"] = tool["strict"]
+            for key in tool:
+                if key not in ("type", "name", "input_schema", "description", "strict"):
+                    self.drop("cache_control" if key == "cache_control" else f"tools[].{key}")
+            out.append({"type": "function", "function": function})
+        return out
+
+    def tool_choice(self, raw: Any, tools: list[Json], payload: Json) -> None:
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            raise bad("tool_choice", "must be an object with a string 'type'")
+        kind = raw["type"]
+        names = {t["function"]["name"] for t in tools}
+        if kind == "none":
+            payload["tool_choice"] = "none"
+            return
+        if kind not in ("auto", "any", "tool"):
+            raise bad("tool_choice.type", "must be one of: auto, any, tool, none")
+        if kind == "tool" and not isinstance(raw.get("name"), str):
+            raise bad("tool_choice.name", "must be a string")
+        if not tools or (kind == "tool" and raw["name"] not in names):
+            self.drop("tool_choice")  # it names (or needs) tools that were dropped
+            return
+        if kind == "auto":
+            payload["tool_choice"] = "auto"
+        elif kind == "any":
+            payload["tool_choice"] = "required"
+        else:
+            payload["tool_choice"] = {"type": "function", "function": {"name": raw["name"]}}
+        parallel = raw.get("disable_parallel_tool_use")
+        if parallel is not None and not isinstance(parallel, bool):
+            raise bad("tool_choice.disable_parallel_tool_use", "must be a boolean")
+        if parallel:
+            payload["parallel_tool_calls"] = False
+
+
+def _text(block: Json, at: str) -> str:
+    text = block.get("text")
+    if not isinstance(text, str):
+        raise bad(f"{at}.text", "must be a string")
+    return text
+
+
+def _system(raw: Any, t: _Translator) -> str:
+    if isinstance(raw, str):
+        return raw
+    if not isinstance(raw, list):
+        raise bad("system", "must be a string or an array of text blocks")
+    pieces = []
+    for at, kind, block in t._blocks(raw, "system"):
+        if kind != "text":
+            raise bad(at, "system blocks must be text blocks")
+        pieces.append(_text(block, at))
+    return "\n\n".join(pieces)
+
+
+def _number(body: Json, key: str, payload: Json, *, integer: bool = False) -> None:
+    value = body.get(key)
+    if value is None:
+        return
+    kinds: tuple[type, ...] = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise bad(key, "must be an integer" if integer else "must be a number")
+    payload[key] = value
+
+
+def _settings(body: Json, t: _Translator, translation: Translation) -> list[tuple[str, str]]:
+    """X-Reasoning-* pairs for `thinking` and `output_config.effort`."""
+    pairs: list[tuple[str, str]] = []
+    thinking = body.get("thinking")
+    if thinking is not None:
+        if not isinstance(thinking, dict) or not isinstance(thinking.get("type"), str):
+            raise bad("thinking", "must be an object with a string 'type'")
+        kind = thinking["type"]
+        if kind == "enabled":
+            budget = thinking.get("budget_tokens")
+            if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+                raise bad("thinking.budget_tokens", "must be a positive integer")
+            pairs += [("x-reasoning-enabled", "true"), ("x-reasoning-max-tokens", str(budget))]
+        elif kind in ("adaptive", "between_tools"):
+            pairs.append(("x-reasoning-enabled", "true"))
+        elif kind == "disabled":
+            pairs.append(("x-reasoning-enabled", "false"))
+        else:
+            t.drop("thinking")
+        display = thinking.get("display")
+        if display is not None and display not in ("summarized", "omitted"):
+            raise bad("thinking.display", "must be 'summarized' or 'omitted'")
+        translation.show_thinking = display != "omitted"
+    config = body.get("output_config")
+    if config is not None:
+        if not isinstance(config, dict):
+            raise bad("output_config", "must be an object")
+        effort = config.get("effort")
+        if effort is not None:
+            if effort not in _EFFORTS:
+                raise bad("output_config.effort", "must be one of: " + ", ".join(_EFFORTS))
+            pairs.append(("x-reasoning-effort", effort_setting(effort)))
+        for key in config:
+            if key != "effort":
+                t.drop(f"output_config.{key}")
+    return pairs
+
+
+def translate(body: Json, open_signature: Opener, *, counting: bool = False) -> Translation:
+    """The chat payload for a Messages request (`counting`: a count_tokens
+    request, which has no max_tokens)."""
+    t = _Translator(open_signature)
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad("model", "must be a non-empty string")
+    payload: Json = {"model": model}
+    translation = Translation(payload, [])
+    messages: list[Json] = []
+    if "system" in body and body["system"] is not None:
+        system = _system(body["system"], t)
+        if system:
+            messages.append({"role": "system", "content": system})
+    messages += t.messages(body.get("messages"))
+    payload["messages"] = messages
+    max_tokens = body.get("max_tokens")
+    if not counting or max_tokens is not None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise bad("max_tokens", "must be a positive integer")
+        payload["max_tokens"] = max_tokens
+    tools: list[Json] = []
+    if body.get("tools") is not None:
+        tools = t.tools(body["tools"])
+        if tools:
+            payload["tools"] = tools
+    if body.get("tool_choice") is not None:
+        t.tool_choice(body["tool_choice"], tools, payload)
+    stops = body.get("stop_sequences")
+    if stops is not None:
+        if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+            raise bad("stop_sequences", "must be an array of strings")
+        if stops:
+            payload["stop"] = stops
+            translation.stop_sequences = tuple(stops)
+    _number(body, "temperature", payload)
+    _number(body, "top_p", payload)
+    _number(body, "top_k", payload, integer=True)
+    metadata = body.get("metadata")
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise bad("metadata", "must be an object")
+        user = metadata.get("user_id")
+        if isinstance(user, str) and user:
+            payload["user"] = user
+        for key in metadata:
+            if key != "user_id":
+                t.drop(f"metadata.{key}")
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise bad("stream", "must be a boolean")
+    if stream and not counting:
+        payload["stream"] = True
+        payload["stream_options"] = {"include_usage": True}
+    translation.settings = _settings(body, t, translation)
+    for key in body:
+        if key not in _READ:
+            t.drop(key)
+    translation.dropped_fields = t.dropped
+    translation.dropped_tools = t.dropped_tools
+    translation.unopened = t.unopened
+    return translation

@@ -1,0 +1,122 @@
+"""Anthropic's error objects and stop reasons (pure).
+
+An Anthropic error body is `{"type": "error", "error": {"type": ..., "message":
+...}}`; its `type` follows the HTTP status (invalid_request_error for 400,
+authentication_error 401, permission_error 403, not_found_error 404,
+request_too_large 413, rate_limit_error 429, api_error 500 and 502,
+overloaded_error 503 and 529, timeout_error 504). In a stream the same object
+is the data of an `event: error`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+# OpenAI error types (and the proxy's own) -> Anthropic's, for errors in a stream
+_TYPE_OF_TYPE = {
+    "invalid_request_error": "invalid_request_error",
+    "authentication_error": "authentication_error",
+    "permission_error": "permission_error",
+    "not_found_error": "not_found_error",
+    "rate_limit_error": "rate_limit_error",
+    "insufficient_quota": "rate_limit_error",
+    "overloaded_error": "overloaded_error",
+    "timeout_error": "timeout_error",
+    "server_error": "api_error",
+    "upstream_error": "api_error",
+    "api_error": "api_error",
+}
+
+# chat finish_reason -> Messages stop_reason
+STOP_REASONS = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "refusal",
+}
+
+
+def error_type_of_status(status: int) -> str:
+    if status in ERROR_TYPES:
+        return ERROR_TYPES[status]
+    return "invalid_request_error" if status < 500 else "api_error"
+
+
+def error_object(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+def error_from_openai(error: Any, status: int | None = None) -> dict[str, Any]:
+    """An OpenAI-shaped error object (the `error` member, or a bare string) in
+    Anthropic's shape. With a status the type follows it; without (an error
+    in a stream), it follows the error's own type."""
+    message = "The upstream returned an error."
+    kind = None
+    if isinstance(error, dict):
+        if isinstance(error.get("message"), str):
+            message = error["message"]
+        if isinstance(error.get("type"), str):
+            kind = _TYPE_OF_TYPE.get(error["type"])
+    elif isinstance(error, str) and error:
+        message = error
+    if status is not None:
+        return error_object(error_type_of_status(status), message)
+    return error_object(kind or "api_error", message)
+
+
+def error_body(status: int, body: bytes) -> bytes:
+    """A whole error response (OpenAI-shaped, Anthropic-shaped already, or
+    anything else an upstream sent) as an Anthropic error body."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        inner = data.get("error")
+        if (
+            data.get("type") == "error"
+            and isinstance(inner, dict)
+            and isinstance(inner.get("type"), str)
+            and isinstance(inner.get("message"), str)
+        ):
+            return orjson.dumps(error_object(inner["type"], inner["message"]))
+        return orjson.dumps(error_from_openai(inner if inner is not None else data, status))
+    text = body.decode("utf-8", "replace").strip()[:1000]
+    return orjson.dumps(error_from_openai(text or None, status))
+
+
+def stop_reason(finish_reason: Any, tool_use: bool) -> str:
+    """The Messages stop_reason for a chat finish_reason (None: the stream
+    ended without one)."""
+    if isinstance(finish_reason, str) and finish_reason in STOP_REASONS:
+        return STOP_REASONS[finish_reason]
+    return "tool_use" if tool_use else "end_turn"
+
+
+def matched_stop(choice: dict[str, Any], stop_sequences: tuple[str, ...]) -> str | None:
+    """The stop sequence that ended a choice, where the upstream says which
+    (vLLM's `stop_reason`, SGLang's `matched_stop`)."""
+    for key in ("stop_reason", "matched_stop"):
+        value = choice.get(key)
+        if isinstance(value, str) and value in stop_sequences:
+            return value
+    return None

@@ -1,0 +1,422 @@
+"""Chat Completions -> Anthropic Messages, for the door's responses (sans-IO).
+
+`MessagesEncoder` is the Messages door's `Encoder`: `feed()` takes the
+normalized chat SSE bytes of one upstream read and returns the Messages
+events for them (nothing held back beyond an incomplete event), `flush()`
+ends the stream, `whole()` turns a whole chat completion (or an error body)
+into a Message (or an Anthropic error).
+
+Stream states: before the first byte nothing is sent; the first feed sends
+`message_start` (usage.input_tokens is the proxy's count of the request until
+the upstream reports its own, in `message_delta`). Then one content block is
+open at a time: a delta of another kind (reasoning, text, a new tool call)
+closes it and opens the next, so blocks come in the order the model produced
+them. A thinking block closes with a `signature_delta` carrying the sealed
+envelope of its text (and the upstream's own artefacts). `[DONE]` closes the
+last block and sends `message_delta` (stop_reason, usage) and
+`message_stop`; an error event becomes `event: error` and ends the stream
+(no `message_stop`). Chat comments (keep-alives) become `ping` events.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from proxy.messages.shapes import error_body, error_from_openai, matched_stop, stop_reason
+from proxy.reasoning.native import DetailsMerger
+from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong
+
+Json = dict[str, Any]
+# (reasoning text, the upstream's artefacts) -> the sealed signature
+Seal = Callable[[str, Json], str]
+
+OPEN, DONE, FAILED = "open", "done", "failed"
+_PING = b'event: ping\ndata: {"type":"ping"}\n\n'
+_STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+_THINKING, _TEXT, _TOOL = "thinking", "text", "tool_use"
+
+
+def message_id() -> str:
+    return "msg_" + os.urandom(12).hex()
+
+
+def event(name: str, data: Json) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+def _delta(index: int, kind: bytes, key: bytes, value: str) -> bytes:
+    return (
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
+        + str(index).encode()
+        + b',"delta":{"type":"'
+        + kind
+        + b'","'
+        + key
+        + b'":'
+        + orjson.dumps(value)
+        + b"}}\n\n"
+    )
+
+
+def _block_stop(index: int) -> bytes:
+    return (
+        b'event: content_block_stop\ndata: {"type":"content_block_stop","index":'
+        + str(index).encode()
+        + b"}\n\n"
+    )
+
+
+def usage_of(usage: Any, input_estimate: int, output_estimate: int) -> Json:
+    """Chat usage as Messages usage (Anthropic counts cache reads apart from
+    input_tokens); the estimates stand in where the upstream reported none."""
+    if not isinstance(usage, dict):
+        return {"input_tokens": input_estimate, "output_tokens": output_estimate}
+    prompt = usage.get("prompt_tokens")
+    completion = usage.get("completion_tokens")
+    out: Json = {
+        "input_tokens": prompt if isinstance(prompt, int) else input_estimate,
+        "output_tokens": completion if isinstance(completion, int) else output_estimate,
+    }
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    if isinstance(cached, int) and 0 < cached <= out["input_tokens"]:
+        out["input_tokens"] -= cached
+        out["cache_read_input_tokens"] = cached
+    return out
+
+
+class _Thinking:
+    """The thinking block being streamed: its text and the upstream's own
+    artefacts, sealed into its signature when it closes."""
+
+    __slots__ = ("details", "signature", "text")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.signature: list[str] = []
+        self.details: DetailsMerger | None = None
+
+    def artefacts(self) -> Json:
+        out: Json = {}
+        if self.signature:
+            out["signature"] = "".join(self.signature)
+        if self.details is not None and self.details.items:
+            out["reasoning_details"] = self.details.items
+        return out
+
+
+class MessagesEncoder:
+    """The Messages door's wire for one response (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        seal: Seal,
+        input_tokens: int,
+        show_thinking: bool = True,
+        stop_sequences: tuple[str, ...] = (),
+        headers: list[tuple[str, str]] | None = None,
+        max_line_bytes: int = 1 << 22,
+    ) -> None:
+        self.model = model
+        self.seal = seal
+        self.input_tokens = input_tokens
+        self.show_thinking = show_thinking
+        self.stop_sequences = stop_sequences
+        self.headers = headers or []  # added to the response head (X-Proxy-Dropped-*)
+        self.id = message_id()
+        self.state = OPEN
+        self._decoder = SSEDecoder(max_line_bytes)
+        self._started = False
+        self._blocks = 0  # blocks opened so far; the open one is `_blocks - 1`
+        self._open: str | None = None  # the kind of the open block
+        self._thinking: _Thinking | None = None
+        self._tools: dict[Any, int] = {}  # chat tool-call index -> block index
+        self._finish: Any = None
+        self._stop_sequence: str | None = None
+        self._usage: Any = None
+        self._chars = 0  # output characters, for an estimate when no usage comes
+
+    # -- Encoder --------------------------------------------------------------------
+
+    def start_headers(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        stream = any(
+            k.lower() == "content-type" and v.startswith("text/event-stream") for k, v in headers
+        )
+        out = [(k, v) for k, v in headers if k.lower() not in ("content-type", "content-length")]
+        kind = "text/event-stream; charset=utf-8" if stream else "application/json"
+        return [("content-type", kind), *out, *self.headers]
+
+    def feed(self, data: bytes) -> bytes:
+        if self.state != OPEN:
+            return b""
+        out: list[bytes] = []
+        if not self._started:
+            self._start(out)
+        try:
+            events = self._decoder.feed(data)
+        except SSELineTooLong:  # the normalizer bounds lines before this
+            events = []
+        for ev in events:
+            if isinstance(ev, SSEComment):
+                out.append(_PING)
+                continue
+            assert isinstance(ev, SSEEvent)
+            if not self._event(ev, out):
+                break
+        return b"".join(out)
+
+    def flush(self) -> bytes:
+        """The stream ended: whatever `feed` saw last stands (a stream cut
+        before [DONE] or an error ends without `message_stop`)."""
+        return b""
+
+    def whole(self, status: int, body: bytes) -> bytes:
+        if status >= 400:
+            return error_body(status, body)
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return error_body(502, b"The upstream sent a response that is not JSON.")
+        if not isinstance(data, dict):
+            return error_body(502, b"The upstream sent a response that is not an object.")
+        return orjson.dumps(self.message(data))
+
+    # -- whole -----------------------------------------------------------------------
+
+    def message(self, completion: Json) -> Json:
+        """A whole chat completion as a Message (its first choice)."""
+        choices = completion.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else {}
+        choice = choice if isinstance(choice, dict) else {}
+        message = choice.get("message")
+        message = message if isinstance(message, dict) else {}
+        content: list[Json] = []
+        chars = 0
+        thinking = _Thinking()
+        reasoning = message.get("reasoning_content")
+        _collect(thinking, message)
+        if isinstance(reasoning, str) and reasoning:
+            thinking.text.append(reasoning)
+        if thinking.text or thinking.artefacts():
+            content.append(self._thinking_block(thinking))
+            chars += len(reasoning) if isinstance(reasoning, str) else 0
+        text = message.get("content")
+        if isinstance(text, str) and text:
+            content.append({"type": "text", "text": text})
+            chars += len(text)
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
+            if not isinstance(call, dict):
+                continue
+            function = call.get("function")
+            function = function if isinstance(function, dict) else {}
+            arguments = function.get("arguments")
+            arguments = arguments if isinstance(arguments, str) and arguments else "{}"
+            chars += len(arguments)
+            try:
+                parsed = orjson.loads(arguments)
+            except orjson.JSONDecodeError:
+                parsed = {"arguments": arguments}  # what a tool_use must hold: an object
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": call.get("id") or "toolu_" + os.urandom(12).hex(),
+                    "name": function.get("name") or "",
+                    "input": parsed if isinstance(parsed, dict) else {"value": parsed},
+                }
+            )
+        tool_use = any(b["type"] == "tool_use" for b in content)
+        stop = matched_stop(choice, self.stop_sequences)
+        model = completion.get("model")
+        return {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": model if isinstance(model, str) else self.model,
+            "content": content,
+            "stop_reason": "stop_sequence"
+            if stop
+            else stop_reason(choice.get("finish_reason"), tool_use),
+            "stop_sequence": stop,
+            "usage": usage_of(completion.get("usage"), self.input_tokens, -(-chars // 4)),
+        }
+
+    def _thinking_block(self, thinking: _Thinking) -> Json:
+        text = "".join(thinking.text)
+        return {
+            "type": "thinking",
+            "thinking": text if self.show_thinking else "",
+            "signature": self.seal(text, thinking.artefacts()),
+        }
+
+    # -- stream ----------------------------------------------------------------------
+
+    def _start(self, out: list[bytes]) -> None:
+        self._started = True
+        message: Json = {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": 0},
+        }
+        out.append(event("message_start", {"type": "message_start", "message": message}))
+
+    def _event(self, ev: SSEEvent, out: list[bytes]) -> bool:
+        """One chat event; False when the stream ends here."""
+        if ev.event == "error":
+            return self._error(ev.data, out)
+        if ev.event not in (None, "message"):
+            return True  # an event kind chat clients would ignore too
+        data = ev.data
+        if data.strip() == b"[DONE]":
+            self._close(out)
+            self._end(out)
+            return False
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return self._error(b'"The upstream sent an event that is not JSON."', out)
+        if not isinstance(chunk, dict):
+            return True
+        if chunk.get("error") is not None and not chunk.get("choices"):
+            return self._error(orjson.dumps(chunk["error"]), out)
+        if isinstance(chunk.get("usage"), dict):
+            self._usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return True
+        for choice in choices:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self._choice(choice, out)
+        return True
+
+    def _choice(self, choice: Json, out: list[bytes]) -> None:
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            reasoning = delta.get("reasoning_content")
+            if (isinstance(reasoning, str) and reasoning) or _has_artefacts(delta):
+                self._reasoning(reasoning if isinstance(reasoning, str) else "", delta, out)
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                if self._open != _TEXT:
+                    self._close(out)
+                    self._open_block(_TEXT, {"type": "text", "text": ""}, out)
+                self._chars += len(content)
+                out.append(_delta(self._blocks - 1, b"text_delta", b"text", content))
+            calls = delta.get("tool_calls")
+            if isinstance(calls, list):
+                for call in calls:
+                    if isinstance(call, dict):
+                        self._tool_call(call, out)
+        finish = choice.get("finish_reason")
+        if finish is not None:
+            self._finish = finish
+            self._stop_sequence = matched_stop(choice, self.stop_sequences)
+
+    def _reasoning(self, text: str, delta: Json, out: list[bytes]) -> None:
+        if self._open != _THINKING:
+            self._close(out)
+            self._thinking = _Thinking()
+            block = {"type": "thinking", "thinking": "", "signature": ""}
+            self._open_block(_THINKING, block, out)
+        thinking = self._thinking
+        assert thinking is not None
+        _collect(thinking, delta)
+        if text:
+            thinking.text.append(text)
+            self._chars += len(text)
+            if self.show_thinking:
+                out.append(_delta(self._blocks - 1, b"thinking_delta", b"thinking", text))
+
+    def _tool_call(self, call: Json, out: list[bytes]) -> None:
+        key = call.get("index", 0)
+        key = key if isinstance(key, int) else repr(key)
+        function = call.get("function")
+        function = function if isinstance(function, dict) else {}
+        index = self._tools.get(key)
+        if index is None:
+            self._close(out)
+            name = function.get("name")
+            block: Json = {
+                "type": "tool_use",
+                "id": call.get("id") or "toolu_" + os.urandom(12).hex(),
+                "name": name if isinstance(name, str) else "",
+                "input": {},
+            }
+            self._open_block(_TOOL, block, out)
+            index = self._tools[key] = self._blocks - 1
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            self._chars += len(arguments)
+            out.append(_delta(index, b"input_json_delta", b"partial_json", arguments))
+
+    def _open_block(self, kind: str, block: Json, out: list[bytes]) -> None:
+        start = {"type": "content_block_start", "index": self._blocks, "content_block": block}
+        out.append(event("content_block_start", start))
+        self._open = kind
+        self._blocks += 1
+
+    def _close(self, out: list[bytes]) -> None:
+        if self._open is None:
+            return
+        index = self._blocks - 1
+        if self._open == _THINKING:
+            thinking = self._thinking
+            assert thinking is not None
+            signature = self.seal("".join(thinking.text), thinking.artefacts())
+            out.append(_delta(index, b"signature_delta", b"signature", signature))
+            self._thinking = None
+        out.append(_block_stop(index))
+        self._open = None
+
+    def _end(self, out: list[bytes]) -> None:
+        self.state = DONE
+        tool_use = bool(self._tools)
+        reason = "stop_sequence" if self._stop_sequence else stop_reason(self._finish, tool_use)
+        usage = usage_of(self._usage, self.input_tokens, -(-self._chars // 4))
+        delta = {"stop_reason": reason, "stop_sequence": self._stop_sequence}
+        end = {"type": "message_delta", "delta": delta, "usage": usage}
+        out.append(event("message_delta", end))
+        out.append(_STOP)
+
+    def _error(self, data: bytes, out: list[bytes]) -> bool:
+        self.state = FAILED
+        try:
+            error = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            error = data.decode("utf-8", "replace")
+        if isinstance(error, dict) and isinstance(error.get("error"), dict):
+            error = error["error"]
+        out.append(event("error", error_from_openai(error)))
+        return False
+
+
+def _has_artefacts(delta: Json) -> bool:
+    return bool(delta.get("thinking_blocks")) or bool(delta.get("reasoning_details"))
+
+
+def _collect(thinking: _Thinking, delta: Json) -> None:
+    """The upstream's own artefacts in a delta or message: the signatures of
+    its `thinking_blocks`, its `reasoning_details` items (merged per index)."""
+    blocks = delta.get("thinking_blocks")
+    if isinstance(blocks, list):
+        for block in blocks:
+            if isinstance(block, dict) and isinstance(block.get("signature"), str):
+                thinking.signature.append(block["signature"])
+    details = delta.get("reasoning_details")
+    if isinstance(details, list):
+        if thinking.details is None:
+            thinking.details = DetailsMerger()
+        for item in details:
+            if isinstance(item, dict):
+                thinking.details.add(item)

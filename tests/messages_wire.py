@@ -1,0 +1,73 @@
+"""Reading Anthropic Messages streams in tests: events parsed, each one
+validated against the anthropic SDK's own event types, and accumulated into
+the final Message the way the SDK's stream helper does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from anthropic.lib.streaming._messages import accumulate_event
+from anthropic.types import (
+    Message,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawContentBlockStopEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStopEvent,
+)
+from pydantic import BaseModel
+
+EVENT_TYPES: dict[str, type[BaseModel]] = {
+    "message_start": RawMessageStartEvent,
+    "message_delta": RawMessageDeltaEvent,
+    "message_stop": RawMessageStopEvent,
+    "content_block_start": RawContentBlockStartEvent,
+    "content_block_delta": RawContentBlockDeltaEvent,
+    "content_block_stop": RawContentBlockStopEvent,
+}
+
+
+def parse_events(body: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """(event name, data) of each event; the name must match the data's type."""
+    out = []
+    for raw in body.replace(b"\r\n", b"\n").split(b"\n\n"):
+        if not raw.strip():
+            continue
+        name = None
+        data = b""
+        for line in raw.split(b"\n"):
+            if line.startswith(b"event: "):
+                name = line[7:].decode()
+            elif line.startswith(b"data: "):
+                data += line[6:]
+        assert name is not None, raw
+        parsed = orjson.loads(data)
+        assert parsed["type"] == name, raw
+        out.append((name, parsed))
+    return out
+
+
+def validated(events: list[tuple[str, dict[str, Any]]]) -> list[BaseModel]:
+    """Each event as the SDK's type for it (pings and errors have none)."""
+    models = []
+    for name, data in events:
+        if name in ("ping", "error"):
+            continue
+        models.append(EVENT_TYPES[name].model_validate(data, strict=False))
+    return models
+
+
+def accumulate(events: list[tuple[str, dict[str, Any]]]) -> Message:
+    """The final Message, built by the SDK's own accumulator."""
+    snapshot = None
+    buffers: dict[int, bytes] = {}
+    for model in validated(events):
+        snapshot = accumulate_event(
+            event=model,  # type: ignore[arg-type]
+            current_snapshot=snapshot,
+            json_bufs=buffers,
+        )
+    assert snapshot is not None
+    return Message.model_validate(snapshot.model_dump())
