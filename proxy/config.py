@@ -87,6 +87,9 @@ class RouteModel(_Model):
     tags: list[str] = Field(default_factory=lambda: list(DEFAULT_TAGS), min_length=1)
     timeouts: TimeoutsModel = Field(default_factory=TimeoutsModel)
     headers: dict[str, str] = Field(default_factory=dict)
+    # what the upstream speaks: every front door translates to `chat`; a door
+    # of the upstream's own API passes through (normalized)
+    api: Literal["chat", "responses", "messages"] = "chat"
 
     @field_validator("upstream")
     @classmethod
@@ -165,6 +168,7 @@ class Route:
     connect_timeout: float
     idle_timeout: float
     headers: tuple[tuple[str, str], ...] = ()
+    api: Literal["chat", "responses", "messages"] = "chat"
 
     @property
     def catch_all(self) -> bool:
@@ -310,6 +314,7 @@ def _route(model: RouteModel, index: int) -> Route:
         connect_timeout=model.timeouts.connect,
         idle_timeout=model.timeouts.idle,
         headers=tuple(model.headers.items()),
+        api=model.api,
     )
 
 
@@ -378,6 +383,7 @@ def describe(config: Config) -> dict[str, Any]:
                 "tags": list(r.tags.names),
                 "timeouts": {"connect": r.connect_timeout, "idle": r.idle_timeout},
                 "headers": {k: "<set>" for k, _ in r.headers},
+                "api": r.api,
             }
             for r in config.routes
         ],
