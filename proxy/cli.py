@@ -131,9 +131,11 @@ def serve(config: Config, args: argparse.Namespace) -> None:
     from proxy.app import ENV_OVERRIDES, ENV_WORKER_SECRET, create_app
     from proxy.observability import MULTIPROC_ENV, configure_logging
     from proxy.runtime import RANDOM_SECRET_WARNING
+    from proxy.upstream import check_client
 
     check_workers(config)
     check_store(config.store.url)
+    check_client(config.server.upstream_client)
     config, drawn = with_secret(config)
     server = config.server
     configure_logging(server.log_level, server.log_format, config.secret_values())

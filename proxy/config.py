@@ -123,6 +123,7 @@ class ServerModel(_Model):
     shutdown_grace_seconds: float = Field(25.0, ge=0, le=3600)
     upstream_max_in_flight: int = Field(512, ge=1)
     upstream_queue_timeout: float = Field(5.0, ge=0)
+    upstream_client: Literal["builtin", "aiohttp"] = "builtin"
 
 
 class StoreModel(_Model):

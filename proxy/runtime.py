@@ -23,7 +23,7 @@ from proxy.stores import open_store
 from proxy.stores.base import ReasoningStore, StoreFailure
 from proxy.stores.memory import MemoryStore
 from proxy.tokenizer import TokenCounter
-from proxy.upstream import Upstream
+from proxy.upstream import Transport, Upstream, open_transport
 
 log = logging.getLogger("proxy")
 
@@ -46,17 +46,20 @@ class Runtime:
         *,
         store: ReasoningStore | None = None,
         tokens: TokenCounter | None = None,
+        transport: Transport | None = None,
     ) -> None:
         self.config = config
         self.store = store if store is not None else open_store(config.store)
         self.metrics = Metrics()
-        self.upstream = Upstream(
-            pool_size=config.server.upstream_max_in_flight,
-            queue_timeout=config.server.upstream_queue_timeout,
-            # with --workers, /metrics adds up one gauge file per process and a
-            # scrape reaches one process: each keeps its own file current
-            on_load=self.metrics.upstream_load if self.metrics.multiprocess else None,
-        )
+        # the transport `server.upstream_client` names, unless one is given (tests)
+        if transport is None:
+            transport = open_transport(
+                config.server,
+                # with --workers, /metrics adds up one gauge file per process and a
+                # scrape reaches one process: each keeps its own file current
+                on_load=self.metrics.upstream_load if self.metrics.multiprocess else None,
+            )
+        self.upstream = Upstream(transport, queue_timeout=config.server.upstream_queue_timeout)
         self.tokens = tokens or TokenCounter()
         # route keys quoted back by an upstream are masked before clients see them
         self.key_mask = KeyMask.of(

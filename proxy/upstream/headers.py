@@ -1,0 +1,47 @@
+"""Which headers cross the proxy: hop-by-hop ones never do."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from proxy.upstream.transport import Response
+
+# Headers that belong to one connection, not to the message (RFC 9110 7.6.1),
+# plus the ones the proxy sets itself.
+HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+
+
+def strip_hop_by_hop(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Headers minus hop-by-hop ones, including those named in Connection."""
+    pairs = list(headers)
+    named = {
+        token.strip().lower()
+        for name, value in pairs
+        if name.lower() == "connection"
+        for token in value.split(",")
+    }
+    return [(n, v) for n, v in pairs if n.lower() not in HOP_BY_HOP and n.lower() not in named]
+
+
+def response_headers(response: Response) -> list[tuple[str, str]]:
+    """The upstream's response headers worth passing on (the body is passed
+    on in its own framing, and decoded when it was gzip or deflate)."""
+    headers = strip_hop_by_hop(response.headers)
+    if response.decoded:
+        return [(n, v) for n, v in headers if n.lower() != "content-encoding"]
+    return headers
