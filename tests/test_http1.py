@@ -15,6 +15,7 @@ import re
 import socket
 import ssl
 import struct
+import threading
 import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -33,6 +34,16 @@ WAIT = 5.0  # the longest any test waits for something that should happen soon
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# for tests that depend on the event loop's transports: the proxy runs on uvloop
+BOTH_LOOPS = pytest.mark.parametrize(
+    "anyio_backend",
+    [
+        pytest.param("asyncio", id="asyncio"),
+        pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"),
+    ],
+)
 
 
 # -- the scripted upstream ------------------------------------------------------------
@@ -675,6 +686,193 @@ async def test_pool_close_closes_idle_and_busy_connections() -> None:
         busy.release()
         with pytest.raises(RuntimeError, match="closed"):
             await fetch(pool, up)
+
+
+# -- stale pooled connections and the one retry ---------------------------------------------
+
+
+def closing_after_each_response(*, read_next: bool) -> Handler:
+    """Answer a connection's first request (keep-alive), then close it when
+    the next request comes: the upstream's idle close crossing that request
+    on the wire. `read_next`: the close follows reading the request (a FIN),
+    else it leaves the request unread in the socket (a reset)."""
+
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is None:
+            return
+        await conn.send(response(b"n%d" % conn.index))
+        if read_next:
+            await conn.request()
+        else:
+            await conn.reader.read(1)  # the request's first byte has arrived
+
+    return handler
+
+
+@BOTH_LOOPS
+@pytest.mark.parametrize("read_next", [True, False], ids=["fin", "reset"])
+async def test_a_request_on_a_connection_closed_as_it_was_sent_is_retried_once(
+    read_next: bool,
+) -> None:
+    handler = closing_after_each_response(read_next=read_next)
+    async with serving(handler) as up, opened_pool() as pool:
+        assert await get(pool, up) == (200, b"n1")
+        assert await get(pool, up) == (200, b"n2")  # sent on 1, then again on 2
+        assert (up.connections, pool.retried) == (2, 1)
+        assert await get(pool, up) == (200, b"n3")
+        assert (up.connections, pool.retried) == (3, 2)
+        if read_next:
+            assert up.requests[1] == up.requests[2]  # the same request, sent twice
+
+
+async def test_a_post_is_sent_again_with_its_body() -> None:
+    async with serving(closing_after_each_response(read_next=True)) as up, opened_pool() as pool:
+        assert await get(pool, up) == (200, b"n1")
+        resp = await fetch(pool, up, "POST", "/v1/chat/completions", body=b'{"a": 1}')
+        assert (resp.status, await read_all(resp)) == (200, b"n2")
+        resp.release()
+        assert up.requests[1] == up.requests[2]
+        assert up.requests[2].endswith(b'\r\n\r\n{"a": 1}')
+
+
+class ThreadServer:
+    """A blocking server in a thread, so that a test can have it act while the
+    event loop is blocked: it answers the first connection's request, waits
+    for `close_first` and closes that connection (setting `closed_first`),
+    then answers a request on each later connection and closes it."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.close_first = threading.Event()
+        self.closed_first = threading.Event()
+        self.connections = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                sock, _ = self.listener.accept()
+                self.connections += 1
+                with sock:
+                    sock.settimeout(WAIT)
+                    request = b""
+                    while b"\r\n\r\n" not in request:
+                        request += sock.recv(65536)
+                    sock.sendall(response(b"n%d" % self.connections))
+                    if self.connections == 1:
+                        self.close_first.wait(WAIT)
+                if self.connections == 1:
+                    self.closed_first.set()
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept()
+        self.listener.close()
+        self.thread.join(WAIT)
+
+
+@BOTH_LOOPS
+async def test_a_close_that_arrived_while_the_loop_was_busy_is_seen_before_reuse() -> None:
+    """The upstream's close reached the socket, but the event loop has not
+    read it yet: the zero-timeout look finds it, and the request goes out on
+    a new connection without needing the retry."""
+    server = ThreadServer()
+    origin = http1.Origin("http", "127.0.0.1", server.port)
+    try:
+        async with opened_pool() as pool:
+            resp = await pool.request(
+                origin, "GET", "/", [], None, connect_timeout=WAIT, idle_timeout=WAIT
+            )
+            assert await read_all(resp) == b"n1"
+            resp.release()
+            server.close_first.set()
+            assert server.closed_first.wait(WAIT)  # blocks the loop: the FIN is not read
+            resp = await pool.request(
+                origin, "GET", "/", [], None, connect_timeout=WAIT, idle_timeout=WAIT
+            )
+            assert await read_all(resp) == b"n2"
+            resp.release()
+            assert (server.connections, pool.retried) == (2, 0)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Le",
+        b"HTTP/1.1 100 Continue\r\n\r\n",
+        b"H",
+    ],
+    ids=["half-a-head", "informational", "one-byte"],
+)
+async def test_no_retry_after_a_response_byte(sent: bytes) -> None:
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is None:
+            return
+        await conn.send(response(b"n%d" % conn.index))
+        if await conn.request() is not None:
+            await conn.send(sent)  # then the close
+
+    async with serving(handler) as up, opened_pool() as pool:
+        assert await get(pool, up) == (200, b"n1")
+        with pytest.raises(http1.Disconnected):
+            await fetch(pool, up)
+        assert (up.connections, pool.retried, len(up.requests)) == (1, 0, 2)
+
+
+async def test_no_retry_after_the_head_when_the_body_is_cut() -> None:
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is None:
+            return
+        await conn.send(response(b"n%d" % conn.index))
+        if await conn.request() is not None:
+            await conn.send(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\npart")
+
+    async with serving(handler) as up, opened_pool() as pool:
+        assert await get(pool, up) == (200, b"n1")
+        resp = await fetch(pool, up)
+        with pytest.raises(http1.Disconnected):
+            await read_all(resp)
+        resp.release()
+        assert (up.connections, pool.retried) == (1, 0)
+
+
+async def test_no_retry_on_a_new_connection() -> None:
+    async def handler(conn: Conn) -> None:
+        await conn.request()  # then the close, with no answer
+
+    async with serving(handler) as up, opened_pool() as pool:
+        with pytest.raises(http1.Disconnected):
+            await fetch(pool, up)
+        assert (up.connections, pool.retried) == (1, 0)
+
+
+async def test_no_retry_after_a_timeout_on_a_reused_connection() -> None:
+    async with serving(answering(response(b"one"), HANG)) as up, opened_pool() as pool:
+        assert await get(pool, up) == (200, b"one")
+        with pytest.raises(http1.ResponseTimeout):
+            await fetch(pool, up, idle=0.2)
+        assert (up.connections, pool.retried, len(up.requests)) == (1, 0, 2)
+
+
+async def test_the_retry_happens_once() -> None:
+    """The reused connection and the new one both close without a byte: the
+    error surfaces after the second try."""
+
+    async def handler(conn: Conn) -> None:
+        if conn.index == 1 and await conn.request() is not None:
+            await conn.send(response(b"n1"))
+        await conn.request()  # then the close, with no answer
+
+    async with serving(handler) as up, opened_pool() as pool:
+        assert await get(pool, up) == (200, b"n1")
+        with pytest.raises(http1.Disconnected):
+            await fetch(pool, up)
+        assert (up.connections, pool.retried, len(up.requests)) == (2, 1, 3)
+        assert pool.in_flight == 0
 
 
 # -- timeouts and failures ---------------------------------------------------------------------

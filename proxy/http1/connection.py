@@ -12,10 +12,11 @@ deflate, at most `DECODE_LIMIT` decoded bytes at a time.
 from __future__ import annotations
 
 import asyncio
+import select
 import zlib
 
 from proxy.http1.decoder import Decoder, decoder_for
-from proxy.http1.errors import BadResponse, HTTPClientError, ResponseTimeout
+from proxy.http1.errors import BadResponse, Disconnected, HTTPClientError, ResponseTimeout
 from proxy.http1.reader import Body, End, Head, ResponseReader
 from proxy.http1.request import Origin
 
@@ -149,6 +150,9 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
         self._reset(ResponseReader(head_only=head_only))
         self.uses += 1
+        if self.closed:  # connection_lost came and went: nothing would wake a wait
+            self.error = Disconnected("the connection closed before the request was sent")
+            return
         self.transport.write(data)
 
     async def wait_headers(self, idle: float) -> None:
@@ -239,6 +243,21 @@ class Connection(asyncio.Protocol):
 
     def reusable(self) -> bool:
         return self.complete and not self.closed and self.keep_alive
+
+    def alive(self) -> bool:
+        """Open, as far as can be told without waiting: not closed or closing,
+        and no byte waiting on the socket. An idle connection has nothing to
+        read, so a readable one holds the upstream's close (or bytes nobody
+        asked for) that the event loop has not handled yet."""
+        transport = self.transport
+        if self.closed or transport is None or transport.is_closing():
+            return False
+        sock = transport.get_extra_info("socket")
+        if sock is None:
+            return True
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return not poller.poll(0)
 
     def abandon(self) -> None:
         self._close()

@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable
 
 from proxy.http1.connection import Connection
-from proxy.http1.errors import ConnectFailed, ConnectTimeout, PoolTimeout
+from proxy.http1.errors import ConnectFailed, ConnectTimeout, Disconnected, PoolTimeout
 from proxy.http1.request import Origin, encode_request
 
 
@@ -56,7 +56,13 @@ class Pool:
     every slot taken waits, first come first served, at most `queue_timeout`
     seconds for one, then fails with PoolTimeout before anything is sent.
     `in_flight` and `waiting` count them; `on_change(in_flight, waiting)`,
-    when given, is called whenever either changes."""
+    when given, is called whenever either changes.
+
+    A request that fails on a reused connection before any byte of its
+    response arrived (the upstream closed the idle connection as the
+    request went out) is sent again, once, on a new connection; `retried`
+    counts them. Never after a response byte, never when the connection was
+    new, never after a timeout."""
 
     def __init__(
         self,
@@ -71,6 +77,7 @@ class Pool:
         self._on_change = on_change
         self.in_flight = 0
         self.waiting = 0
+        self.retried = 0
         self._keepalive = keepalive
         self._idle: dict[tuple[str, str, int], deque[Connection]] = {}
         self._in_use: set[Connection] = set()
@@ -98,12 +105,23 @@ class Pool:
             await self._limit.acquire()  # at once
         self.in_flight += 1
         self._changed()
+        head_only = method == "HEAD"
         conn: Connection | None = None
         try:
-            conn = self._reuse(origin) or await self._connect(origin, connect_timeout)
-            self._in_use.add(conn)
-            conn.send(data, head_only=method == "HEAD")
-            await conn.wait_headers(idle_timeout)
+            conn = self._reuse(origin)
+            if conn is not None:
+                try:
+                    await self._exchange(conn, data, head_only, idle_timeout)
+                except Disconnected:
+                    if conn.received:
+                        raise
+                    self._in_use.discard(conn)
+                    conn.abandon()
+                    conn = None
+                    self.retried += 1
+            if conn is None:
+                conn = await self._connect(origin, connect_timeout)
+                await self._exchange(conn, data, head_only, idle_timeout)
         except BaseException:
             if conn is not None:
                 self._in_use.discard(conn)
@@ -111,6 +129,14 @@ class Pool:
             self._release_slot()
             raise
         return Response(conn, self, idle_timeout)
+
+    async def _exchange(
+        self, conn: Connection, data: bytes, head_only: bool, idle_timeout: float
+    ) -> None:
+        """Send the request on `conn`; return once the response's head arrived."""
+        self._in_use.add(conn)
+        conn.send(data, head_only)
+        await conn.wait_headers(idle_timeout)
 
     async def _queue(self) -> None:
         """Wait for a free slot, at most the queue timeout."""
@@ -154,8 +180,9 @@ class Pool:
             idle.popleft().abandon()  # the oldest first: expired or closed by the server
         while idle:
             conn = idle.pop()  # the most recently used: the likeliest still open
-            if not conn.closed:
+            if conn.alive():
                 return conn
+            conn.abandon()
         return None
 
     def tls_context(self) -> ssl.SSLContext:
