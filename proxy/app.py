@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException
 from proxy.api.asgi import ASGIApp, Receive, Scope, Send, send_error
 from proxy.api.chat import ChatEndpoint
 from proxy.api.conversations import conversations_router
+from proxy.api.messages import CountTokensEndpoint, MessagesEndpoint, send_anthropic_error
 from proxy.api.ops import ops_router
 from proxy.api.passthrough import PassthroughEndpoint
 from proxy.api.profiles import profiles_router
@@ -49,6 +50,8 @@ from proxy.errors import (
 from proxy.runtime import Runtime
 
 CHAT_PATH = "/v1/chat/completions"
+MESSAGES_PATH = "/v1/messages"
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 # /v1 paths the proxy answers itself; every other /v1 path is passed through
 OWN_PREFIXES = ("/v1/conversations", "/v1/reasoning/")
 # answered while the process drains before it stops (probes and scrapes)
@@ -68,6 +71,8 @@ class ProxyApp:
         self.api = api
         self.chat = ChatEndpoint(runtime)
         self.passthrough = PassthroughEndpoint(runtime, self.chat.planner)
+        self.messages = MessagesEndpoint(runtime, self.chat.planner)
+        self.count_tokens = CountTokensEndpoint(runtime, self.chat.planner)
         self.mounts = tuple((mounts or {}).items())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -90,6 +95,11 @@ class ProxyApp:
                 await send_error(send, MethodNotAllowed("Use POST for chat completions."))
                 return
             endpoint = self.chat
+        elif path in (MESSAGES_PATH, COUNT_TOKENS_PATH):
+            if scope["method"] != "POST":
+                await send_anthropic_error(send, MethodNotAllowed("Use POST for messages."))
+                return
+            endpoint = self.messages if path == MESSAGES_PATH else self.count_tokens
         elif path.startswith("/v1/") and not path.startswith(OWN_PREFIXES):
             endpoint = self.passthrough
         else:

@@ -1,0 +1,208 @@
+"""POST /v1/messages and /v1/messages/count_tokens: the Anthropic Messages
+front door (Claude Code, Anthropic SDK agents).
+
+To a Chat upstream (route `api: chat`, the default) the request is
+translated (`proxy.messages.request`): its `thinking` and
+`output_config.effort` become the reasoning settings (as X-Reasoning-*
+headers, unless the client sent those itself), thinking blocks coming back
+are opened from their sealed signatures, and the chat payload is planned
+like any chat completion (`Planner.chat`: route, tenant, history). The
+answer goes back through `MessagesEncoder`. To a Messages upstream (`api:
+messages`) the request passes through (`proxy.api.messages_native`). Any
+other upstream API is a 400 `unsupported_upstream_api`.
+
+Credentials: `x-api-key` is the client's key exactly as `Authorization` is
+(one key is one tenant, whichever header carries it); it reaches a Chat
+upstream as `Authorization: Bearer`, never when the route has its own key.
+`anthropic-*` headers never reach a Chat upstream. Errors are Anthropic's
+shape, `{"type": "error", "error": {"type", "message"}}`, with the status.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from proxy.api.asgi import (
+    ClientGone,
+    Receive,
+    Scope,
+    Send,
+    read_body,
+    request_headers,
+    send_bytes,
+)
+from proxy.api.door import Door
+from proxy.api.encoder import Encoder
+from proxy.api.trace import Trace
+from proxy.errors import BadRequest, ProxyError
+from proxy.exchange import Exchange, Planner, parse_json_object
+from proxy.history.context import request_tokens
+from proxy.messages.request import Translation, translate
+from proxy.messages.shapes import error_object, error_type_of_status
+from proxy.messages.stream import MessagesEncoder
+from proxy.runtime import Runtime
+from proxy.sealing import Sealed
+from proxy.settings import header_overrides
+
+log = logging.getLogger("proxy.messages")
+
+DROPPED_FIELDS = "x-proxy-dropped-fields"
+DROPPED_TOOLS = "x-proxy-dropped-tools"
+
+
+def anthropic_error(exc: ProxyError) -> bytes:
+    return orjson.dumps(error_object(error_type_of_status(exc.status), exc.message))
+
+
+async def send_anthropic_error(send: Send, exc: ProxyError) -> None:
+    extra = [(k.lower().encode(), v.encode("latin-1")) for k, v in exc.headers.items()]
+    json = (b"content-type", b"application/json")
+    await send_bytes(send, exc.status, anthropic_error(exc), [json, *extra])
+
+
+def client_credential(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The headers with `x-api-key` as `authorization: Bearer <key>` (when
+    the client sent no Authorization), so one key is one tenant whichever
+    header carries it."""
+    key = next((v for k, v in headers if k == "x-api-key"), None)
+    out = [(k, v) for k, v in headers if k != "x-api-key"]
+    if key and not any(k == "authorization" for k, _ in out):
+        out.append(("authorization", f"Bearer {key}"))
+    return out
+
+
+def unsupported_api(api: str) -> BadRequest:
+    return BadRequest(
+        f"This route's upstream speaks the {api} API; the Messages door can reach "
+        "Chat Completions upstreams and Messages upstreams only.",
+        param="model",
+        code="unsupported_upstream_api",
+    )
+
+
+class MessagesEndpoint(Door):
+    endpoint = "messages"
+
+    def __init__(self, runtime: Runtime, planner: Planner | None = None) -> None:
+        super().__init__(runtime, planner)
+
+    async def send_error(self, send: Send, exc: ProxyError) -> None:
+        await send_anthropic_error(send, exc)
+
+    async def plan(
+        self, headers: list[tuple[str, str]], receive: Receive
+    ) -> tuple[Exchange, Encoder | None]:
+        rt = self.rt
+        headers = client_credential(headers)
+        authorization = self.planner.authorize(headers)
+        header_overrides(headers)  # a bad X-Reasoning-* header costs no upload
+        body = parse_json_object(await read_body(receive, rt.config.limits.max_body_bytes))
+        model = body.get("model")
+        route = self.planner.route(model if isinstance(model, str) else None)
+        if route.api != "chat":
+            raise unsupported_api(route.api)
+        tenant = rt.tenant(authorization)
+        t = translate(body, self._opener(tenant))
+        ex = await self.planner.chat(chat_headers(headers, t), _bytes(orjson.dumps(t.payload)))
+        encoder = MessagesEncoder(
+            model=t.payload["model"],
+            seal=self._sealer(ex.key.tenant),
+            input_tokens=ex.plan.effective,
+            show_thinking=t.show_thinking,
+            stop_sequences=t.stop_sequences,
+            headers=dropped_headers(t, headers),
+            max_line_bytes=rt.config.limits.max_sse_line_bytes,
+        )
+        return ex, encoder
+
+    def _opener(self, tenant: str) -> Callable[[Any], Sealed | None]:
+        sealer = self.rt.sealer
+
+        def open_signature(token: Any) -> Sealed | None:
+            sealed = sealer.open(tenant, token)
+            if sealed is None:
+                # a forged, foreign or stale signature: the block is left out
+                log.warning("a thinking block's signature could not be opened; it was dropped")
+            return sealed
+
+        return open_signature
+
+    def _sealer(self, tenant: str) -> Callable[[str, dict[str, Any]], str]:
+        sealer = self.rt.sealer
+
+        def seal(text: str, artefacts: dict[str, Any]) -> str:
+            return sealer.seal(tenant, Sealed(text, artefacts))
+
+        return seal
+
+
+def chat_headers(headers: list[tuple[str, str]], t: Translation) -> list[tuple[str, str]]:
+    """The headers a chat upstream's exchange is planned with: no `anthropic-*`
+    ones, and the reasoning settings the body asks for unless the client
+    set them itself."""
+    out = [(k, v) for k, v in headers if not k.startswith("anthropic-")]
+    given = {k for k, _ in out}
+    out += [(k, v) for k, v in t.settings if k not in given]
+    return out
+
+
+def dropped_headers(t: Translation, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    fields = list(t.dropped_fields)
+    if any(k == "anthropic-beta" for k, _ in headers):
+        fields.append("anthropic-beta")
+    out = []
+    if fields:
+        out.append((DROPPED_FIELDS, ", ".join(fields)))
+    if t.dropped_tools:
+        out.append((DROPPED_TOOLS, ", ".join(t.dropped_tools)))
+    return out
+
+
+def _bytes(data: bytes) -> Callable[[], Any]:
+    async def body() -> bytes:
+        return data
+
+    return body
+
+
+class CountTokensEndpoint:
+    """POST /v1/messages/count_tokens: the translated request counted with
+    the proxy's tokenizer, as `{"input_tokens": N}`. Nothing goes upstream."""
+
+    def __init__(self, runtime: Runtime, planner: Planner) -> None:
+        self.rt = runtime
+        self.planner = planner
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        trace = Trace(send, self.rt.metrics, "messages.count_tokens")
+        try:
+            await self._handle(scope, receive, trace)
+        finally:
+            trace.finish()
+
+    async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
+        rt = self.rt
+        try:
+            headers = client_credential(request_headers(scope, rt.config.limits.max_header_bytes))
+            authorization = self.planner.authorize(headers)
+            body = parse_json_object(await read_body(receive, rt.config.limits.max_body_bytes))
+            model = body.get("model")
+            route = self.planner.route(model if isinstance(model, str) else None)
+            trace.route = route.name
+            if route.api not in ("chat", "messages"):
+                raise unsupported_api(route.api)
+            tenant = rt.tenant(authorization)
+            t = translate(body, lambda token: rt.sealer.open(tenant, token), counting=True)
+        except ProxyError as exc:
+            trace.fields["error"] = exc.code
+            await send_anthropic_error(trace.send, exc)
+            return
+        except ClientGone:
+            return
+        count = request_tokens(t.payload["messages"], t.payload.get("tools"), rt.count)
+        json = (b"content-type", b"application/json")
+        await send_bytes(trace.send, 200, orjson.dumps({"input_tokens": count}), [json])

@@ -1,0 +1,598 @@
+"""The Messages door end to end, against a scripted Chat Completions upstream:
+the anthropic SDK (create, streamed and not, the stream helper,
+count_tokens), raw streams validated event by event, signatures, errors,
+credentials and what a Chat upstream never sees."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import orjson
+import pytest
+
+from tests.casefiles import chunk
+from tests.harness import FakeUpstream, Json, Stream, route_config, running_proxy
+from tests.messages_wire import accumulate, parse_events
+
+KEY = "sk-ant-test"
+
+
+OPEN: list[anthropic.Anthropic] = []
+
+
+def client(proxy_base: str, api_key: str = KEY) -> anthropic.Anthropic:
+    """An SDK client, closed when the test ends."""
+    sdk = anthropic.Anthropic(base_url=proxy_base, api_key=api_key, max_retries=0)
+    OPEN.append(sdk)
+    return sdk
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while OPEN:
+        OPEN.pop().close()
+
+
+def completion(message: dict[str, Any], finish: str = "stop", **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "up-model",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}
+        ],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 8},
+        **extra,
+    }
+
+
+def thinking_stream() -> Stream:
+    return Stream(
+        [
+            chunk({"role": "assistant", "reasoning_content": "Seventeen times"}),
+            chunk({"reasoning_content": " twenty-three."}),
+            chunk({"content": "17 * 23 = "}),
+            chunk({"content": "391."}),
+            chunk({}, "stop"),
+            {
+                "id": "c",
+                "model": "m",
+                "choices": [],
+                "usage": {"prompt_tokens": 9, "completion_tokens": 5},
+            },
+        ]
+    )
+
+
+def tool_stream(call_id: str = "call_w1") -> Stream:
+    return Stream(
+        [
+            chunk({"reasoning_content": "I should call get_weather."}),
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": "get_weather", "arguments": '{"city": '},
+                        }
+                    ]
+                }
+            ),
+            chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}),
+            chunk({}, "tool_calls"),
+        ]
+    )
+
+
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+
+
+def test_create_not_streamed(upstream: FakeUpstream) -> None:
+    upstream.script(Json(completion({"reasoning_content": "Easy.", "content": "391."})))
+    with running_proxy(route_config(upstream, dialect="deepseek")) as proxy:
+        message = client(proxy.base).messages.create(
+            model="deepseek-chat",
+            max_tokens=300,
+            system="Be brief.",
+            messages=[{"role": "user", "content": "What is 17 * 23?"}],
+            thinking={"type": "enabled", "budget_tokens": 2048},
+            output_config={"effort": "high"},
+        )
+    assert [b.type for b in message.content] == ["thinking", "text"]
+    assert message.content[0].thinking == "Easy."  # type: ignore[union-attr]
+    assert message.content[0].signature.startswith("rp1.")  # type: ignore[union-attr]
+    assert message.content[1].text == "391."  # type: ignore[union-attr]
+    assert message.stop_reason == "end_turn"
+    assert message.usage.input_tokens == 12
+    assert message.usage.output_tokens == 8
+    sent = upstream.chat_requests()[0]
+    assert sent.json["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is 17 * 23?"},
+    ]
+    assert sent.json["max_tokens"] == 300
+    # the reasoning controls, in the deepseek dialect
+    assert sent.json["thinking"] == {"type": "enabled"}
+    assert sent.json["reasoning_effort"] == "high"
+    # credentials: x-api-key reached the chat upstream as a bearer token, and
+    # no anthropic-* header went along
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+    assert "x-api-key" not in sent.headers
+    assert not [k for k in sent.headers if k.lower().startswith("anthropic-")]
+
+
+def test_create_streamed_each_event_is_a_valid_sdk_event(upstream: FakeUpstream) -> None:
+    upstream.script(thinking_stream())
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/messages",
+            headers={"x-api-key": KEY, "anthropic-version": "2023-06-01"},
+            json={
+                "model": "m",
+                "max_tokens": 100,
+                "stream": True,
+                "messages": [{"role": "user", "content": "What is 17 * 23?"}],
+            },
+            timeout=30,
+        )
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/event-stream")
+    assert r.headers["x-accel-buffering"] == "no"
+    events = parse_events(r.content)
+    assert events[0][0] == "message_start"
+    assert events[-1][0] == "message_stop"
+    message = accumulate(events)  # validated against the SDK's event types
+    assert [
+        (b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in message.content
+    ] == [
+        ("thinking", "Seventeen times twenty-three."),
+        ("text", "17 * 23 = 391."),
+    ]
+    assert message.usage.output_tokens == 5
+    assert upstream.chat_requests()[0].json["stream_options"] == {"include_usage": True}
+
+
+def test_the_sdk_stream_and_the_stream_helper(upstream: FakeUpstream) -> None:
+    upstream.script(thinking_stream(), thinking_stream())
+    with running_proxy(route_config(upstream)) as proxy:
+        sdk = client(proxy.base)
+        question = [{"role": "user", "content": "What is 17 * 23?"}]
+        kinds = [
+            e.type
+            for e in sdk.messages.create(model="m", max_tokens=100, messages=question, stream=True)  # type: ignore[arg-type]
+        ]
+        with sdk.messages.stream(model="m", max_tokens=100, messages=question) as stream:  # type: ignore[arg-type]
+            text = "".join(stream.text_stream)
+            final = stream.get_final_message()
+    assert kinds[0] == "message_start"
+    assert kinds.count("content_block_start") == 2
+    assert kinds[-2:] == ["message_delta", "message_stop"]
+    assert text == "17 * 23 = 391."
+    assert final.content[0].type == "thinking"
+    assert final.stop_reason == "end_turn"
+
+
+def test_deltas_are_forwarded_as_they_arrive(upstream: FakeUpstream) -> None:
+    parts = ["one ", "two ", "three ", "four"]
+    upstream.script(Stream([chunk({"content": p}) for p in parts] + [chunk({}, "stop")], delay=0.2))
+    arrivals: list[float] = []
+    with running_proxy(route_config(upstream)) as proxy, httpx.Client(timeout=30) as http:
+        start = time.monotonic()
+        body = {
+            "model": "m",
+            "max_tokens": 10,
+            "stream": True,
+            "messages": [{"role": "user", "content": "x"}],
+        }
+        with http.stream(
+            "POST", f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}
+        ) as r:
+            for raw in r.iter_raw():
+                arrivals += [time.monotonic() - start for _ in range(raw.count(b"text_delta"))]
+    assert len(arrivals) == 4
+    for n, t in enumerate(arrivals):
+        assert t >= 0.2 * (n + 1) - 0.05, arrivals
+
+
+def test_a_tool_loop_that_keeps_thinking_round_trips_the_signature(upstream: FakeUpstream) -> None:
+    upstream.script(tool_stream(), Json(completion({"content": "Sunny in Paris."})))
+    config = route_config(upstream, dialect="kimi", reasoning={"include_in_context": True})
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Weather in Paris?"}]
+    with (
+        running_proxy(config) as proxy,
+        client(proxy.base).messages.stream(
+            model="m",
+            max_tokens=200,
+            messages=messages,  # type: ignore[arg-type]
+            tools=[WEATHER],  # type: ignore[list-item]
+        ) as s,
+    ):
+        first = s.get_final_message()
+    assert first.stop_reason == "tool_use"
+    assert [b.type for b in first.content] == ["thinking", "tool_use"]
+    tool = first.content[1]
+    assert tool.type == "tool_use"
+    assert tool.input == {"city": "Paris"}
+    messages += [
+        {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": tool.id, "content": "sunny"}],
+        },
+    ]
+    # a new proxy process (same secret, empty store): the reasoning can only
+    # come from the signature the client kept
+    with running_proxy(config) as proxy:
+        second = client(proxy.base).messages.create(
+            model="m",
+            max_tokens=200,
+            messages=messages,  # type: ignore[arg-type]
+            tools=[WEATHER],  # type: ignore[list-item]
+        )
+    assert second.content[-1].text == "Sunny in Paris."  # type: ignore[union-attr]
+    sent = upstream.chat_requests()[1].json["messages"]
+    assert sent[1]["role"] == "assistant"
+    assert sent[1]["reasoning_content"] == "I should call get_weather."
+    assert sent[1]["tool_calls"][0]["id"] == "call_w1"
+    assert sent[2] == {"role": "tool", "tool_call_id": "call_w1", "content": "sunny"}
+
+
+def test_a_tool_loop_that_drops_thinking_gets_it_from_the_store(upstream: FakeUpstream) -> None:
+    call = {
+        "id": "call_w2",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'},
+    }
+    first_answer = completion(
+        {"reasoning_content": "I should call get_weather.", "tool_calls": [call]}, "tool_calls"
+    )
+    upstream.script(Json(first_answer), Json(completion({"content": "Sunny."})))
+    config = route_config(upstream, dialect="kimi", reasoning={"include_in_context": True})
+    with running_proxy(config) as proxy:
+        sdk = client(proxy.base)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "Weather in Rome?"}]
+        first = sdk.messages.create(model="m", max_tokens=200, messages=messages, tools=[WEATHER])  # type: ignore[arg-type, list-item]
+        assert first.stop_reason == "tool_use"
+        kept = [b.model_dump() for b in first.content if b.type != "thinking"]
+        messages += [
+            {"role": "assistant", "content": kept},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "call_w2", "content": "sunny"}],
+            },
+        ]
+        sdk.messages.create(model="m", max_tokens=200, messages=messages, tools=[WEATHER])  # type: ignore[arg-type, list-item]
+    sent = upstream.chat_requests()[1].json["messages"]
+    assert sent[1]["reasoning_content"] == "I should call get_weather."
+
+
+def test_a_forged_signature_is_dropped_not_refused(upstream: FakeUpstream) -> None:
+    upstream.script(Json(completion({"content": "ok"})))
+    config = route_config(upstream, reasoning={"include_in_context": True})
+    messages = [
+        {"role": "user", "content": "a"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "injected", "signature": "rp1.Zm9yZ2Vk"},
+                {"type": "text", "text": "never stored"},
+            ],
+        },
+        {"role": "user", "content": "b"},
+    ]
+    with running_proxy(config) as proxy:
+        message = client(proxy.base).messages.create(model="m", max_tokens=10, messages=messages)  # type: ignore[arg-type]
+    assert message.content[0].text == "ok"  # type: ignore[union-attr]
+    sent = upstream.chat_requests()[0].json["messages"]
+    assert sent[1] == {"role": "assistant", "content": "never stored"}
+
+
+def test_another_tenants_signature_does_not_open(upstream: FakeUpstream) -> None:
+    upstream.script(Json(completion({"reasoning_content": "private thought", "content": "A."})))
+    upstream.script(Json(completion({"content": "B."})))
+    config = route_config(upstream, reasoning={"include_in_context": True})
+    with running_proxy(config) as proxy:
+        first = client(proxy.base).messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "q"}]
+        )
+        messages = [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [first.content[0].model_dump()]},
+            {"role": "user", "content": "again"},
+        ]
+        other = client(proxy.base, "sk-other")
+        other.messages.create(model="m", max_tokens=10, messages=messages)  # type: ignore[arg-type]
+    sent = upstream.chat_requests()[1].json["messages"]
+    assert "reasoning_content" not in sent[1]
+
+
+def test_x_api_key_and_authorization_are_one_tenant(upstream: FakeUpstream) -> None:
+    upstream.script(Json(completion({"reasoning_content": "r", "content": "c"})))
+    body = {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "tenant check"}],
+    }
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}, timeout=30)
+        conversation = r.headers["x-conversation-id"]
+        bearer = httpx.get(
+            f"{proxy.url}/conversations/{conversation}", headers={"Authorization": f"Bearer {KEY}"}
+        )
+        other = httpx.get(
+            f"{proxy.url}/conversations/{conversation}",
+            headers={"Authorization": "Bearer sk-other"},
+        )
+    assert bearer.status_code == 200
+    assert bearer.json()["turns"][0]["content"] == "c"
+    assert other.status_code == 404
+
+
+def test_a_route_key_replaces_the_clients_key(upstream: FakeUpstream) -> None:
+    upstream.script(Json(completion({"content": "c"})))
+    with running_proxy(route_config(upstream, api_key="sk-route")) as proxy:
+        client(proxy.base).messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+        )
+    sent = upstream.chat_requests()[0]
+    assert sent.headers["authorization"] == "Bearer sk-route"
+    assert KEY not in str(dict(sent.headers))
+
+
+def test_what_claude_code_sends_is_tolerated_dropped_and_named(upstream: FakeUpstream) -> None:
+    upstream.script(Json(completion({"content": "done"})))
+    body = {
+        "model": "m",
+        "max_tokens": 32000,
+        "stream": False,
+        "system": [
+            {"type": "text", "text": "You are an agent.", "cache_control": {"type": "ephemeral"}}
+        ],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+            }
+        ],
+        "tools": [WEATHER, {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}],
+        "thinking": {"type": "adaptive"},
+        "output_config": {"effort": "max"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "metadata": {"user_id": "user_1"},
+    }
+    headers = {
+        "x-api-key": KEY,
+        "anthropic-version": "2023-06-01",
+        "anthropic-beta": "interleaved-thinking-2025-05-14,context-management-2025-06-27",
+    }
+    with running_proxy(route_config(upstream, dialect="openrouter")) as proxy:
+        r = httpx.post(f"{proxy.url}/messages", json=body, headers=headers, timeout=30)
+    assert r.status_code == 200, r.text
+    assert (
+        r.headers["x-proxy-dropped-fields"] == "cache_control, context_management, anthropic-beta"
+    )
+    assert r.headers["x-proxy-dropped-tools"] == "web_search"
+    sent = upstream.chat_requests()[0]
+    assert [t["function"]["name"] for t in sent.json["tools"]] == ["get_weather"]
+    assert sent.json["reasoning"]["effort"] in ("xhigh", "high")
+    assert "context_management" not in sent.json
+    assert "anthropic-beta" not in sent.headers
+
+
+def test_headers_the_client_sets_win_over_the_body(upstream: FakeUpstream) -> None:
+    upstream.script(Json(completion({"content": "c"})))
+    body = {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "x"}],
+        "output_config": {"effort": "high"},
+    }
+    headers = {"x-api-key": KEY, "X-Reasoning-Effort": "low"}
+    with running_proxy(route_config(upstream)) as proxy:
+        httpx.post(f"{proxy.url}/messages", json=body, headers=headers, timeout=30)
+    assert upstream.chat_requests()[0].json["reasoning_effort"] == "low"
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"max_tokens": 10, "messages": []}, "messages"),
+        (
+            {
+                "max_tokens": 10,
+                "messages": [
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x"}]}
+                ],
+            },
+            "tool_use_id",
+        ),
+        ({"max_tokens": 0, "messages": [{"role": "user", "content": "x"}]}, "max_tokens"),
+    ],
+)
+def test_bad_input_is_a_400_in_anthropics_shape_and_nothing_goes_upstream(
+    upstream: FakeUpstream, body: dict[str, Any], where: str
+) -> None:
+    with (
+        running_proxy(route_config(upstream)) as proxy,
+        pytest.raises(anthropic.BadRequestError) as caught,
+    ):
+        client(proxy.base).messages.create(model="m", **body)
+    assert caught.value.status_code == 400
+    assert caught.value.body["type"] == "error"  # type: ignore[index]
+    assert caught.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
+    assert where in caught.value.body["error"]["message"]  # type: ignore[index]
+    assert upstream.chat_requests() == []
+
+
+def test_not_json_is_a_400_in_anthropics_shape(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/messages", content=b"{", headers={"x-api-key": KEY})
+    assert r.status_code == 400
+    assert r.json() == {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "The request body is not valid JSON.",
+        },
+    }
+
+
+def test_upstream_errors_keep_their_status_in_anthropics_shape(upstream: FakeUpstream) -> None:
+    error = {
+        "error": {
+            "message": "slow down",
+            "type": "rate_limit_exceeded",
+            "code": "rate_limit_exceeded",
+        }
+    }
+    upstream.script(Json(error, status=429))
+    with (
+        running_proxy(route_config(upstream)) as proxy,
+        pytest.raises(anthropic.RateLimitError) as caught,
+    ):
+        client(proxy.base).messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+        )
+    assert caught.value.body == {
+        "type": "error",
+        "error": {"type": "rate_limit_error", "message": "slow down"},
+    }
+
+
+def test_a_stream_that_fails_midway_ends_with_an_error_event(upstream: FakeUpstream) -> None:
+    upstream.script(Stream([chunk({"content": f"x{i}"}) for i in range(5)], cut_after=3))
+    body = {
+        "model": "m",
+        "max_tokens": 10,
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+    }
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}, timeout=30)
+        upstream.script(Stream([chunk({"content": f"x{i}"}) for i in range(5)], cut_after=3))
+        stream = client(proxy.base).messages.create(**body)
+        with pytest.raises(anthropic.APIStatusError):
+            list(stream)
+    events = parse_events(r.content)
+    assert events[-1][0] == "error"
+    assert events[-1][1]["error"]["type"] == "api_error"
+    assert "message_stop" not in [n for n, _ in events]
+    assert (
+        "".join(e[1]["delta"]["text"] for e in events if e[0] == "content_block_delta") == "x0x1x2"
+    )
+
+
+def test_an_upstream_that_is_down_is_an_anthropic_error(upstream: FakeUpstream) -> None:
+    config = route_config(upstream)
+    config["routes"][0]["upstream"] = "http://127.0.0.1:9/v1"
+    with running_proxy(config) as proxy, pytest.raises(anthropic.APIStatusError) as caught:
+        client(proxy.base).messages.create(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "x"}]
+        )
+    assert caught.value.status_code == 502
+    assert caught.value.body["error"]["type"] == "api_error"  # type: ignore[index]
+
+
+def test_another_upstream_api_is_unsupported(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream, api="responses")) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/messages",
+            json={"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]},
+            headers={"x-api-key": KEY},
+        )
+    assert r.status_code == 400
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    assert "responses" in r.json()["error"]["message"]
+    assert upstream.requests == []
+
+
+def test_count_tokens(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream)) as proxy:
+        sdk = client(proxy.base)
+        short = sdk.messages.count_tokens(model="m", messages=[{"role": "user", "content": "hi"}])
+        long = sdk.messages.count_tokens(
+            model="m",
+            system="You are a careful assistant.",
+            messages=[{"role": "user", "content": "hi " * 200}],
+            tools=[WEATHER],  # type: ignore[list-item]
+        )
+        bad = httpx.post(
+            f"{proxy.url}/messages/count_tokens", json={"model": "m"}, headers={"x-api-key": KEY}
+        )
+    assert 0 < short.input_tokens < 20
+    assert long.input_tokens > short.input_tokens + 200
+    assert bad.status_code == 400
+    assert bad.json()["type"] == "error"
+    assert upstream.requests == []
+
+
+def test_get_is_not_allowed(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.get(f"{proxy.url}/messages")
+    assert r.status_code == 405
+    assert r.json()["type"] == "error"
+
+
+def test_the_turn_is_stored_with_its_thinking(upstream: FakeUpstream) -> None:
+    upstream.script(thinking_stream())
+    with running_proxy(route_config(upstream)) as proxy:
+        with client(proxy.base).messages.stream(
+            model="m", max_tokens=10, messages=[{"role": "user", "content": "store me"}]
+        ) as s:
+            s.until_done()
+            conversation = s.response.headers["x-conversation-id"]
+        stored = httpx.get(
+            f"{proxy.url}/conversations/{conversation}", headers={"Authorization": f"Bearer {KEY}"}
+        ).json()
+    turn = stored["turns"][0]
+    assert turn["blocks"][0]["thought"] == "Seventeen times twenty-three."
+    assert turn["content"] == "17 * 23 = 391."
+    assert turn["complete"] is True
+
+
+def test_client_disconnect_cancels_the_upstream(upstream: FakeUpstream) -> None:
+    upstream.script(Stream([chunk({"content": f"part {i} "}) for i in range(100)], delay=0.2))
+    body = {
+        "model": "m",
+        "max_tokens": 10,
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+    }
+    with running_proxy(route_config(upstream)) as proxy, httpx.Client(timeout=30) as http:
+        with http.stream(
+            "POST", f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}
+        ) as r:
+            for raw in r.iter_raw():
+                if b"part 1" in raw:
+                    break
+        dropped = time.monotonic()
+        assert upstream.disconnected.wait(5)
+        assert time.monotonic() - dropped < 1.5
+
+
+def test_message_json_is_orjson_clean(upstream: FakeUpstream) -> None:
+    upstream.script(Json(completion({"content": "ünïcödé ✓"})))
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/messages",
+            json={"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]},
+            headers={"x-api-key": KEY},
+        )
+    assert orjson.loads(r.content)["content"] == [{"type": "text", "text": "ünïcödé ✓"}]
+    assert r.headers["content-type"] == "application/json"
