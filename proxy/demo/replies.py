@@ -36,6 +36,7 @@ THINKING_OFF: tuple[tuple[tuple[str, ...], Any], ...] = (
 _ARITHMETIC = re.compile(r"(-?\d+(?:\.\d+)?)\s*([-+*/x×÷])\s*(-?\d+(?:\.\d+)?)")
 _WEATHER = re.compile(r"\b(weather|temperature|forecast)\b", re.IGNORECASE)
 _CITY = re.compile(r"\b(?:in|for|at)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 _GREETING = re.compile(r"^\s*(hi|hello|hey|good (morning|afternoon|evening))\b", re.IGNORECASE)
 _WORD = re.compile(r"[^\W\d_][\w'-]{3,}")
 # a few common words that say nothing about the topic
@@ -114,7 +115,10 @@ def compose_reply(body: Mapping[str, Any], *, calls_tools: bool) -> Reply:
 def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
     for message in reversed(messages):
         if message.get("role") == "user":
-            return " ".join(content_text(message.get("content")).split())
+            # what a client adds for the model (Claude Code's <system-reminder>
+            # with today's date) is not the user's question
+            text = _REMINDER.sub(" ", content_text(message.get("content")))
+            return " ".join(text.split())
     return ""
 
 
