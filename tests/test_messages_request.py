@@ -156,7 +156,11 @@ def test_a_tool_result_without_its_tool_use_is_refused() -> None:
     ("body", "where"),
     [
         ({"messages": []}, "messages"),
-        ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role"),
+        (
+            {"messages": [{"role": "system", "content": [{"type": "image"}]}]},
+            "messages[0].content[0]",
+        ),
         ({"messages": [{"role": "user", "content": 3}]}, "messages[0].content"),
         ({"messages": [{"role": "user", "content": [{"text": "x"}]}]}, "messages[0].content[0]"),
         (
@@ -296,16 +300,21 @@ def test_what_claude_code_sends_is_tolerated_and_named() -> None:
                     {"type": "document", "source": {"type": "text", "data": "x"}},
                     {"type": "some_future_block"},
                 ],
-            }
+            },
+            {"role": "system", "content": [{"type": "text", "text": "Agent types: ..."}]},
         ],
     )
-    assert t.payload["user"] == "user_abc"
-    assert t.payload["messages"] == [{"role": "user", "content": "hi"}]
+    assert "user" not in t.payload
+    assert t.payload["messages"] == [
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": "Agent types: ..."},
+    ]
     assert t.settings == [("x-reasoning-enabled", "true"), ("x-reasoning-effort", "high")]
     assert t.dropped_fields == [
         "cache_control",
         "content.document",
         "content.some_future_block",
+        "metadata",
         "context_management",
         "service_tier",
         "brand_new_field",

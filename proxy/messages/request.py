@@ -4,7 +4,8 @@ What maps is mapped: `system` (a string or text blocks) becomes the system
 message; text, image, tool_use and tool_result blocks become chat content
 parts, `tool_calls` and `tool` messages; custom tools become function tools;
 `tool_choice`, `max_tokens`, `stop_sequences`, `temperature`, `top_p`,
-`top_k`, `metadata.user_id` and `stream` have their chat counterparts.
+`top_k` and `stream` have their chat counterparts; a `system` message
+mid-conversation stays a system message where it stands.
 `thinking` and `output_config.effort` become the proxy's reasoning settings
 (as X-Reasoning-* header pairs the door adds unless the client sent them).
 
@@ -16,7 +17,7 @@ in the upstream's dialect. A block this proxy cannot open is left out and
 counted, never refused.
 
 What a Chat upstream has no use for (`context_management`, `cache_control`,
-`service_tier`, unknown fields and block types of newer clients) is dropped
+`metadata`, `service_tier`, unknown fields and block types of newer clients) is dropped
 and named in `dropped_fields`; server tools (typed tools without an
 `input_schema`: web search, code execution, ...) are left out and named in
 `dropped_tools`. Malformed input is a BadRequest naming where it is.
@@ -114,14 +115,16 @@ class _Translator:
                 raise bad(where, "must be an object")
             role = message.get("role")
             content = message.get("content")
-            if role not in ("user", "assistant"):
-                raise bad(f"{where}.role", "must be 'user' or 'assistant'")
+            if role not in ("user", "assistant", "system"):
+                raise bad(f"{where}.role", "must be 'user', 'assistant' or 'system'")
             if not isinstance(content, str | list):
                 raise bad(f"{where}.content", "must be a string or an array of blocks")
             for key in message:
                 if key not in ("role", "content"):
                     self.drop(f"messages[].{key}")
-            if isinstance(content, str):
+            if role == "system":  # a system message mid-conversation (newer clients)
+                out.append({"role": "system", "content": _system(content, self, where)})
+            elif isinstance(content, str):
                 out.append({"role": role, "content": content})
             elif role == "user":
                 out += self.user(content, where)
@@ -348,13 +351,13 @@ def _text(block: Json, at: str) -> str:
     return text
 
 
-def _system(raw: Any, t: _Translator) -> str:
+def _system(raw: Any, t: _Translator, where: str = "system") -> str:
     if isinstance(raw, str):
         return raw
     if not isinstance(raw, list):
-        raise bad("system", "must be a string or an array of text blocks")
+        raise bad(where, "must be a string or an array of text blocks")
     pieces = []
-    for at, kind, block in t._blocks(raw, "system"):
+    for at, kind, block in t._blocks(raw, where):
         if kind != "text":
             raise bad(at, "system blocks must be text blocks")
         pieces.append(_text(block, at))
@@ -451,12 +454,10 @@ def translate(body: Json, open_signature: Opener, *, counting: bool = False) -> 
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise bad("metadata", "must be an object")
-        user = metadata.get("user_id")
-        if isinstance(user, str) and user:
-            payload["user"] = user
-        for key in metadata:
-            if key != "user_id":
-                t.drop(f"metadata.{key}")
+        if metadata:
+            # user_id is the client's own identifier (Claude Code: a device and
+            # session id); it is not sent to another provider
+            t.drop("metadata")
     stream = body.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise bad("stream", "must be a boolean")

@@ -385,7 +385,8 @@ def test_what_claude_code_sends_is_tolerated_dropped_and_named(upstream: FakeUps
         r = httpx.post(f"{proxy.url}/messages", json=body, headers=headers, timeout=30)
     assert r.status_code == 200, r.text
     assert (
-        r.headers["x-proxy-dropped-fields"] == "cache_control, context_management, anthropic-beta"
+        r.headers["x-proxy-dropped-fields"]
+        == "cache_control, metadata, context_management, anthropic-beta"
     )
     assert r.headers["x-proxy-dropped-tools"] == "web_search"
     sent = upstream.chat_requests()[0]
