@@ -10,3 +10,13 @@ the sans-IO core in `reasoning/`, and hands the finished turn to `history`,
 which keeps it in a store (`stores/`). Nothing is created at import time:
 `create_app(config)` builds everything from a Config value.
 """
+
+
+def package_version() -> str:
+    """The installed distribution's version (a source tree not installed says so)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("reasoning-proxy")
+    except PackageNotFoundError:
+        return "unknown (not installed)"

@@ -28,6 +28,7 @@ from proxy.api.messages import CountTokensEndpoint, MessagesEndpoint, send_anthr
 from proxy.api.ops import ops_router
 from proxy.api.passthrough import PassthroughEndpoint
 from proxy.api.profiles import profiles_router
+from proxy.api.trace import Trace
 from proxy.api.ui import ui_router
 from proxy.config import (
     ENV_CONFIG,
@@ -56,6 +57,15 @@ COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 OWN_PREFIXES = ("/v1/conversations", "/v1/reasoning/")
 # answered while the process drains before it stops (probes and scrapes)
 DRAIN_PATHS = frozenset(("/healthz", "/readyz", "/metrics"))
+# endpoint labels (metrics, log lines) of the requests the FastAPI routers serve
+API_ENDPOINTS = (
+    ("/v1/conversations", "conversations"),
+    ("/v1/reasoning/profiles", "profiles"),
+    ("/ui", "ui"),
+    ("/healthz", "healthz"),
+    ("/readyz", "readyz"),
+    ("/metrics", "metrics"),
+)
 ENV_OVERRIDES = "_REASONING_PROXY_OVERRIDES"  # server options, from `serve` to its workers
 # the tenant secret `serve` drew when none is configured, for its workers
 ENV_WORKER_SECRET = "_REASONING_PROXY_WORKER_SECRET"
@@ -87,12 +97,12 @@ class ProxyApp:
                 return
         rt = self.runtime
         if rt.draining and path not in DRAIN_PATHS:
-            await send_error(send, ServerShuttingDown())
+            await self._refuse(scope, send, ServerShuttingDown())
             return
         endpoint: ASGIApp
         if path == CHAT_PATH:
             if scope["method"] != "POST":
-                await send_error(send, MethodNotAllowed("Use POST for chat completions."))
+                await self._refuse(scope, send, MethodNotAllowed("Use POST for chat completions."))
                 return
             endpoint = self.chat
         elif path in (MESSAGES_PATH, COUNT_TOKENS_PATH):
@@ -103,7 +113,12 @@ class ProxyApp:
         elif path.startswith("/v1/") and not path.startswith(OWN_PREFIXES):
             endpoint = self.passthrough
         else:
-            await self.api(scope, receive, send)
+            # the routers make no log line or metrics of their own
+            trace = Trace(send, rt.metrics, api_endpoint(path), scope)
+            try:
+                await self.api(scope, receive, trace.send)
+            finally:
+                trace.finish()
             return
         # the requests a shutdown waits for (and cuts when its grace period ends)
         task = asyncio.current_task()
@@ -119,6 +134,26 @@ class ProxyApp:
             task.uncancel()
         finally:
             rt.requests.discard(task)
+
+    async def _refuse(self, scope: Scope, send: Send, error: ProxyError) -> None:
+        """An error the dispatch answers itself, with its log line."""
+        trace = Trace(send, self.runtime.metrics, api_endpoint(scope["path"]), scope)
+        try:
+            await send_error(trace.send, error)
+        finally:
+            trace.finish()
+
+
+def api_endpoint(path: str) -> str:
+    """The endpoint label of a request not served by a front door."""
+    if path == CHAT_PATH:
+        return "chat.completions"
+    for prefix, name in API_ENDPOINTS:
+        if path.startswith(prefix):
+            return name
+    if path.startswith("/v1/"):
+        return "passthrough"
+    return "other"
 
 
 def _error_response(exc: ProxyError) -> Response:

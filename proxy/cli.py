@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import importlib.metadata
 import json
 import logging
 import os
@@ -16,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from proxy import package_version
 from proxy.config import (
     ENV_CONFIG,
     ENV_STORE,
@@ -31,14 +31,6 @@ from proxy.errors import ConfigError
 from proxy.stores import check_store, store_kind
 
 log = logging.getLogger("proxy")
-
-
-def package_version() -> str:
-    """The installed distribution's version (a source tree not installed says so)."""
-    try:
-        return importlib.metadata.version("reasoning-proxy")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed)"
 
 
 def _serve_options(parser: argparse.ArgumentParser) -> None:

@@ -22,7 +22,7 @@ from proxy.config import Route
 from proxy.dialects import apply_params, request_params
 from proxy.errors import BadRequest, NotFound, Unauthorized, UnknownProfile
 from proxy.history.context import EgressPlan
-from proxy.history.keys import ConversationKey, auto_conversation_id
+from proxy.history.keys import ConversationKey
 from proxy.live import TurnWatcher
 from proxy.reasoning.blocks import Turn
 from proxy.runtime import Runtime
@@ -111,8 +111,9 @@ class Planner:
         model = payload.get("model")
         route = self.route(model if isinstance(model, str) else None)
         settings = resolve(rt.config.defaults, route.reasoning, profile, from_headers)
+        tenant = rt.tenant(authorization)
         key = ConversationKey(
-            rt.tenant(authorization), conversation or auto_conversation_id(messages)
+            tenant, conversation or await rt.history.conversation_for(tenant, messages, route)
         )
         plan = await rt.history.plan(
             key,

@@ -20,6 +20,7 @@ import functools
 import json
 import logging
 import os
+import platform
 import re
 import sys
 import time
@@ -27,30 +28,78 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import (
-    CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
-    generate_latest,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
     multiprocess,
 )
+from prometheus_client.exposition import choose_encoder
+
+from proxy import package_version
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 REDACTED = "[REDACTED]"
 
 
+# seconds: a whole request (streams run for minutes), and an upstream's first byte
+DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+TTFB_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
 class Metrics:
+    """Every metric of one proxy process. Help texts are the README's
+    (tests/e2e/test_metrics.py compares them)."""
+
     def __init__(self) -> None:
+        # one *_total per counter, no *_created sample beside it (process-wide)
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.multiprocess = bool(os.environ.get(MULTIPROC_ENV))
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        if not self.multiprocess:
+            # with --workers, each process has its own: see render()
+            ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        self.build_info = Gauge(
+            "reasoning_proxy_build_info",
+            "Always 1; the labels name the running version and Python.",
+            ["version", "python"],
+            registry=r,
+            multiprocess_mode="max",
+        )
+        self.build_info.labels(package_version(), platform.python_version()).set(1)
         self.requests = Counter(
             "reasoning_proxy_requests",
-            "Requests answered, by route and status.",
+            "Requests answered, by route, endpoint and status.",
             ["route", "endpoint", "status"],
             registry=r,
+        )
+        self.request_duration = Histogram(
+            "reasoning_proxy_request_duration_seconds",
+            "Seconds from a request's arrival to the end of its response, by route and endpoint.",
+            ["route", "endpoint"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.upstream_ttfb = Histogram(
+            "reasoning_proxy_upstream_ttfb_seconds",
+            "Seconds from sending a request upstream to the upstream's first response byte, "
+            "by route and endpoint.",
+            ["route", "endpoint"],
+            buckets=TTFB_BUCKETS,
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "reasoning_proxy_requests_in_flight",
+            "Requests being answered now, by endpoint.",
+            ["endpoint"],
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self.streams = Counter(
             "reasoning_proxy_streams",
@@ -89,7 +138,7 @@ class Metrics:
         )
         self.store_ops = Counter(
             "reasoning_proxy_store_operations",
-            "Store operations, by operation and result.",
+            "Store calls, by operation and result (ok or error).",
             ["op", "result"],
             registry=r,
         )
@@ -152,12 +201,18 @@ class Metrics:
         self.upstream_in_flight.set(in_flight)
         self.upstream_waiting.set(waiting)
 
-    def render(self) -> tuple[bytes, str]:
+    def render(self, accept: str | None = None) -> tuple[bytes, str]:
+        """The exposition and its content type: OpenMetrics when the scraper's
+        Accept asks for it, else the Prometheus text format."""
+        encoder, content_type = choose_encoder(accept or "")
         if self.multiprocess:
+            # every worker's files, added up; process_* would describe only
+            # the worker that answers this scrape, so they are left out
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-            return generate_latest(registry), CONTENT_TYPE_LATEST
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+            PlatformCollector(registry=registry)
+            return encoder(registry), content_type
+        return encoder(self.registry), content_type
 
 
 # -- logs ------------------------------------------------------------------------------

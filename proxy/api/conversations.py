@@ -34,10 +34,12 @@ def caller_tenant(rt: Runtime, request: Request, *, allow_admin: bool = True) ->
     authorization = request.headers.get("authorization")
     if allow_admin and is_admin(rt, authorization):
         named = request.query_params.get("tenant")
+        request.state.tenant = "admin"  # for the access log
         return named or None
     if rt.config.server.require_auth and not authorization:
         raise Unauthorized("This proxy requires an API key (Authorization: Bearer ...).")
-    return rt.tenant(authorization)
+    tenant = request.state.tenant = rt.tenant(authorization)
+    return tenant
 
 
 def conversation_tokens(turns: list[Turn]) -> dict[str, int]:

@@ -69,7 +69,7 @@ class Door:
         await send_error(send, exc)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        trace = Trace(send, self.rt.metrics, self.endpoint)
+        trace = Trace(send, self.rt.metrics, self.endpoint, scope)
         try:
             await self._handle(scope, receive, trace)
         finally:
@@ -89,6 +89,7 @@ class Door:
         if self.rt.config.server.log_bodies:
             log.info("request", extra={"body": truncate(ex.payload)})
         trace.route = ex.route.name
+        trace.tenant = ex.key.tenant
         trace.fields.update(
             model=ex.payload.get("model"),
             conversation=ex.key.conversation,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from proxy.history.service import STORE_TIMEOUT
@@ -40,16 +40,17 @@ def ops_router(rt: Runtime) -> APIRouter:
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @router.get("/metrics")
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
         try:
             stats = await asyncio.wait_for(rt.store.stats(), STORE_TIMEOUT)
             rt.metrics.store_conversations.set(stats.conversations)
             rt.metrics.store_bytes.set(stats.bytes)
+            rt.health.counted("stats")
         except (TimeoutError, StoreFailure) as exc:
             rt.health.failed("stats", exc)
         # read now, not counted per request (with --workers: see Runtime)
         rt.metrics.upstream_load(rt.upstream.in_flight, rt.upstream.waiting)
-        body, content_type = rt.metrics.render()
+        body, content_type = rt.metrics.render(request.headers.get("accept"))
         return Response(body, media_type=content_type)
 
     return router

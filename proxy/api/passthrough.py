@@ -45,8 +45,7 @@ class PassthroughEndpoint:
         self.planner = planner or Planner(runtime)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        trace = Trace(send, self.rt.metrics, "passthrough")
-        trace.fields["path"] = scope["path"]
+        trace = Trace(send, self.rt.metrics, "passthrough", scope)
         try:
             await self._handle(scope, receive, trace)
         finally:
@@ -59,6 +58,7 @@ class PassthroughEndpoint:
             suffix = upstream_suffix(scope)
             headers = request_headers(scope, config.limits.max_header_bytes)
             authorization = self.planner.authorize(headers)
+            trace.tenant = self.rt.tenant(authorization)
             body = await read_body(receive, config.limits.max_body_bytes)
             route = self.planner.route(_model_of(body, header(headers, "content-type")))
             trace.route = route.name

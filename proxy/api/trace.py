@@ -1,8 +1,16 @@
-"""Per-request observation: status, timings, outcome -> metrics and one log line.
+"""Per-request observation: status, timings, outcome -> metrics and one access-log line.
 
-`Trace.send` wraps the ASGI send to see the status and the first body byte
-without the endpoints having to report them. `finish()` is called once, when
-the endpoint is done, and writes the request's log line and counters.
+Every HTTP request the proxy answers gets one Trace, so one log line: the
+front doors and the pass-through make their own (they know the route, the
+tenant and the upstream timings); `ProxyApp` makes one for everything else
+(the API routers, and what it refuses itself). `Trace.send` wraps the ASGI
+send to see the status and the first body byte without the endpoints having
+to report them. `finish()` is called once, when the endpoint is done, and
+writes the request's counters, histograms and log line.
+
+The line: method, path (never the query string, which may carry a key),
+status, duration, endpoint, route and tenant hash where known, then what the
+endpoint added (model, conversation, outcome, error code, ...).
 """
 
 from __future__ import annotations
@@ -11,15 +19,20 @@ import logging
 import time
 from typing import Any
 
-from proxy.api.asgi import Message, Send
+from proxy.api.asgi import Message, Scope, Send
 from proxy.observability import Metrics
 
 log = logging.getLogger("proxy.request")
+
+# The server writes its own Date and Server; an upstream's copies, passed on
+# with its other headers, would make two of each.
+SERVER_OWN = frozenset((b"date", b"server"))
 
 
 class Trace:
     __slots__ = (
         "_first_body",
+        "_in_flight",
         "_metrics",
         "_start",
         "_up_first",
@@ -27,13 +40,19 @@ class Trace:
         "endpoint",
         "fields",
         "inner",
+        "method",
         "outcome",
+        "path",
         "route",
+        "scope",
         "status",
+        "tenant",
         "upstream_error",
     )
 
-    def __init__(self, send: Send, metrics: Metrics, endpoint: str) -> None:
+    def __init__(
+        self, send: Send, metrics: Metrics, endpoint: str, scope: Scope | None = None
+    ) -> None:
         self.inner = send  # the server's send, for after the first body byte
         self._metrics = metrics
         self._start = time.perf_counter()
@@ -41,16 +60,25 @@ class Trace:
         self._up_start: float | None = None
         self._up_first: float | None = None
         self.endpoint = endpoint
+        self.scope = scope
+        self.method = scope.get("method", "-") if scope is not None else "-"
+        self.path = scope.get("path", "-") if scope is not None else "-"
         self.status = 0
         self.route = "-"
+        self.tenant: str | None = None
         self.outcome: str | None = None  # streams: complete | failed | client_gone
         self.upstream_error: str | None = None
         self.fields: dict[str, Any] = {}
+        self._in_flight = metrics.child(metrics.in_flight, endpoint)
+        self._in_flight.inc()
 
     async def send(self, message: Message) -> None:
         if self._first_body is None:
             if message["type"] == "http.response.start":
                 self.status = message["status"]
+                headers = message.get("headers")
+                if headers and any(k.lower() in SERVER_OWN for k, _ in headers):
+                    message["headers"] = [(k, v) for k, v in headers if k.lower() not in SERVER_OWN]
             elif message.get("body"):
                 self._first_body = time.perf_counter()
         await self.inner(message)
@@ -65,24 +93,37 @@ class Trace:
     def finish(self) -> None:
         m = self._metrics
         end = time.perf_counter()
-        m.child(m.requests, self.route, self.endpoint, str(self.status or 499)).inc()
+        self._in_flight.dec()
+        status = self.status or 499
+        route, endpoint = self.route, self.endpoint
+        m.child(m.requests, route, endpoint, str(status)).inc()
+        m.child(m.request_duration, route, endpoint).observe(end - self._start)
         if self.outcome is not None:
-            m.child(m.streams, self.route, self.outcome).inc()
+            m.child(m.streams, route, self.outcome).inc()
         if self.upstream_error is not None:
-            m.child(m.upstream_errors, self.route, self.upstream_error).inc()
+            m.child(m.upstream_errors, route, self.upstream_error).inc()
         upstream_ttfb = None
         if self._up_start is not None and self._up_first is not None:
             upstream_ttfb = self._up_first - self._up_start
+            m.child(m.upstream_ttfb, route, endpoint).observe(upstream_ttfb)
             if self._first_body is not None:
                 m.added_latency.observe(max(0.0, (self._first_body - self._start) - upstream_ttfb))
         if not log.isEnabledFor(logging.INFO):
             return
+        tenant = self.tenant
+        if tenant is None and self.scope is not None:
+            # the API routers leave the caller's tenant in the request state
+            tenant = (self.scope.get("state") or {}).get("tenant")
         line: dict[str, Any] = {
-            "endpoint": self.endpoint,
-            "route": self.route,
-            "status": self.status or 499,
+            "method": self.method,
+            "path": self.path,
+            "status": status,
             "duration_ms": round((end - self._start) * 1000, 2),
+            "endpoint": endpoint,
+            "route": route,
         }
+        if tenant is not None:
+            line["tenant"] = tenant
         if self._first_body is not None:
             line["ttfb_ms"] = round((self._first_body - self._start) * 1000, 2)
         if upstream_ttfb is not None:
@@ -92,4 +133,4 @@ class Trace:
         if self.upstream_error is not None:
             line["upstream_error"] = self.upstream_error
         line.update(self.fields)
-        log.info("%s %s", self.endpoint, line["status"], extra=line)
+        log.info("%s %s %s", self.method, self.path, status, extra=line)

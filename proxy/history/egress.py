@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from proxy.dialects import Dialect
 from proxy.history.keys import ConversationKey, fingerprint
@@ -30,7 +30,6 @@ from proxy.reasoning.blocks import (
 from proxy.reasoning.native import REASONING_FIELDS, native_text
 from proxy.reasoning.tags import Reasoning as TagReasoning
 from proxy.reasoning.tags import TagSet, TagSplitter, Visible
-from proxy.stores.base import ReasoningStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +136,16 @@ def turn_refs_of(turn: Turn) -> tuple[tuple[str, ...], str | None]:
     return tuple(turn.tool_call_ids), fingerprint(turn.content, calls)
 
 
+class TurnReader(Protocol):
+    """The two store reads finding stored turns needs (a ReasoningStore is one)."""
+
+    async def lookup(self, tenant: str, index_key: str) -> Turn | None: ...
+
+    async def turns(self, key: ConversationKey) -> list[Turn]: ...
+
+
 async def find_stored(
-    store: ReasoningStore,
+    store: TurnReader,
     key: ConversationKey,
     scoped: bool,
     assistants: Iterable[AssistantMessage],
@@ -159,7 +166,7 @@ async def find_stored(
             if fp:
                 by_key[f"f:{fp}"] = turn  # the latest turn with that content wins
         for a in wanted:
-            match = await _best(a, by_key.get)
+            match = await best_stored(a, by_key.get)
             if match is not None:
                 found[a.position] = match
         return found
@@ -168,13 +175,13 @@ async def find_stored(
         return await store.lookup(key.tenant, index_key)
 
     for a in wanted:
-        match = await _best(a, lookup)
+        match = await best_stored(a, lookup)
         if match is not None:
             found[a.position] = match
     return found
 
 
-async def _best(a: AssistantMessage, get: Any) -> Turn | None:
+async def best_stored(a: AssistantMessage, get: Any) -> Turn | None:
     """By tool-call id, else by fingerprint. Some upstreams reuse tool-call ids
     (Kimi numbers them `functions.name:0` per conversation), so a turn found
     by id whose content differs yields to one whose fingerprint matches."""

@@ -3,8 +3,8 @@
 Tenant = HMAC-SHA256 of the client's credential under the server secret, so
 the store never holds a key and one tenant cannot name another's data. A
 request without credentials is the `anonymous` tenant. Without an
-`X-Conversation-Id`, a conversation is named by its opening (system prompt
-and first user message), which a client resends with every request.
+`X-Conversation-Id`, a conversation gets a random id (`AUTO_PREFIX`) and is
+found again through its turns (`threads`).
 """
 
 from __future__ import annotations
@@ -15,15 +15,12 @@ import hmac
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from proxy.stores.base import ConversationKey
 
 __all__ = [
     "ANONYMOUS",
     "AUTO_PREFIX",
     "ConversationKey",
-    "auto_conversation_id",
     "content_text",
     "credential",
     "fingerprint",
@@ -83,19 +80,3 @@ def fingerprint(content: str, tool_calls: Sequence[tuple[str, str]] = ()) -> str
         return None
     digest = hashlib.sha256((norm + "\x1d" + calls).encode()).hexdigest()
     return digest[:32]
-
-
-def auto_conversation_id(messages: Sequence[Any]) -> str:
-    """A stable id from the system prompt(s) and the first user message."""
-    opening: list[Any] = []
-    for message in messages:
-        if not isinstance(message, dict):
-            continue
-        role = message.get("role")
-        if role in ("system", "developer"):
-            opening.append([role, content_text(message.get("content"))])
-        elif role == "user":
-            opening.append([role, content_text(message.get("content"))])
-            break
-    digest = hashlib.sha256(orjson.dumps(opening)).hexdigest()
-    return AUTO_PREFIX + digest[:24]

@@ -26,6 +26,7 @@ from proxy.errors import StoreUnavailable
 from proxy.history.context import EgressPlan, plan_egress
 from proxy.history.egress import find_stored, known_reasoning, read_assistants, turn_refs_of
 from proxy.history.keys import ConversationKey
+from proxy.history.threads import CONVERSATION, continued_conversation, new_conversation_id
 from proxy.observability import Metrics
 from proxy.reasoning.blocks import Turn, with_token_counts
 from proxy.settings import ReasoningSettings
@@ -62,6 +63,10 @@ class StoreHealth:
                 reason,
             )
 
+    def counted(self, what: str) -> None:
+        """A store call that worked."""
+        self.metrics.child(self.metrics.store_ops, what, "ok").inc()
+
     def succeeded(self) -> None:
         if not self.ok:
             log.warning("store is back; turns are persisted again")
@@ -78,6 +83,29 @@ class StoreHealth:
         except StoreFailure as exc:
             self.failed(what, exc)
             raise StoreUnavailable("The store is unavailable.") from None
+        self.counted(what)
+
+
+class CountedReads:
+    """The store's two reads of a plan, each counted in
+    store_operations_total (`lookup`: the tenant's index, `read`: a named
+    conversation); a failure is counted by the caller (StoreHealth.failed)."""
+
+    __slots__ = ("_health", "_store")
+
+    def __init__(self, store: ReasoningStore, health: StoreHealth) -> None:
+        self._store = store
+        self._health = health
+
+    async def lookup(self, tenant: str, index_key: str) -> Turn | None:
+        turn = await self._store.lookup(tenant, index_key)
+        self._health.counted("lookup")
+        return turn
+
+    async def turns(self, key: ConversationKey) -> list[Turn]:
+        turns = await self._store.turns(key)
+        self._health.counted("read")
+        return turns
 
 
 class History:
@@ -94,6 +122,7 @@ class History:
         self.count = count
         self.metrics = metrics
         self.health = health
+        self.reads = CountedReads(store, health)
         # an in-process store does no I/O: its calls need no timeout or shield
         self.in_process = in_process
 
@@ -111,7 +140,7 @@ class History:
         the conversation, so stored turns are looked for only in it."""
         assistants = read_assistants(messages, route.tags)
         try:
-            stored = await find_stored(self.store, key, scoped, assistants)
+            stored = await find_stored(self.reads, key, scoped, assistants)
         except StoreFailure as exc:
             self.health.failed("lookup", exc)
             stored = {}
@@ -138,6 +167,16 @@ class History:
             metrics.child(metrics.compressions, plan.compressed).inc()
         return plan
 
+    async def conversation_for(self, tenant: str, messages: list[Any], route: Route) -> str:
+        """The id of the conversation a request without X-Conversation-Id
+        continues, or a new one (`proxy.history.threads`)."""
+        try:
+            found = await continued_conversation(self.reads, tenant, messages, route.tags)
+        except StoreFailure as exc:
+            self.health.failed("lookup", exc)
+            found = None
+        return found or new_conversation_id()
+
     async def remember(
         self, key: ConversationKey, turn: Turn, route: Route, extra: dict[str, Any] | None = None
     ) -> Turn:
@@ -145,8 +184,9 @@ class History:
         raises: a store failure gives the turn back with `persisted: false`.
         A client that leaves while the store writes does not cut the write."""
         changes: dict[str, Any] = {"route": route.name, "created": time.time()}
-        if extra is not None:
-            changes["extra"] = extra
+        # the turn names its conversation, for requests that do not (threads)
+        extra = turn.extra if extra is None else extra
+        changes["extra"] = {**extra, CONVERSATION: key.conversation}
         turn = with_token_counts(turn, self.count, **changes)
         metrics = self.metrics
         for block in turn.thinking:

@@ -1,0 +1,163 @@
+"""One access-log line for every request, whatever answers it (a front door,
+the pass-through, an API router, or the dispatch refusing it), and one Date
+and one Server header on every response, also where the upstream sent its own."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.casefiles import chunk
+from tests.harness import FakeUpstream, Json, Stream, route_config, running_proxy
+from tests.stores.servers import wait_until
+
+ADMIN = "admin-token-for-the-access-log"
+KEY = {"Authorization": "Bearer sk-access-log-client-key"}
+USER = [{"role": "user", "content": "hi"}]
+
+
+def completion(content: str) -> Json:
+    return Json(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+    )
+
+
+def lines(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "proxy.request"]
+
+
+def test_every_request_gets_exactly_one_access_line(
+    upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    config = route_config(upstream, top={"server": {"admin_token": ADMIN, "log_bodies": True}})
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+    chat_body = {"model": "m", "messages": USER}
+    # (method, path as sent, keyword arguments, expected status, expected endpoint)
+    kinds: list[tuple[str, str, dict[str, Any], int, str]] = [
+        ("POST", "/v1/chat/completions", {"json": chat_body}, 200, "chat.completions"),
+        (
+            "POST",
+            "/v1/chat/completions",
+            {
+                "json": {**chat_body, "stream": True},
+                "headers": {**KEY, "X-Conversation-Id": "log-1"},
+            },
+            200,
+            "chat.completions",
+        ),
+        (
+            "POST",
+            "/v1/chat/completions",
+            {"json": chat_body, "headers": {**KEY, "X-Reasoning-Effort": "enormous"}},
+            400,
+            "chat.completions",
+        ),
+        ("GET", "/v1/chat/completions", {}, 405, "chat.completions"),
+        ("GET", "/v1/models", {}, 200, "passthrough"),
+        ("GET", "/v1/conversations?limit=5", {}, 200, "conversations"),
+        ("GET", "/v1/conversations/log-1", {}, 200, "conversations"),
+        ("GET", "/v1/conversations", {"headers": admin}, 200, "conversations"),
+        ("GET", "/v1/conversations/unknown-id", {}, 404, "conversations"),
+        ("GET", "/v1/reasoning/profiles", {}, 200, "profiles"),
+        (
+            "PUT",
+            "/v1/reasoning/profiles/quick",
+            {"json": {"effort": "low"}, "headers": {}},
+            401,
+            "profiles",
+        ),
+        (
+            "PUT",
+            "/v1/reasoning/profiles/quick",
+            {"json": {"effort": "low"}, "headers": {"Authorization": "Bearer wrong-token"}},
+            403,
+            "profiles",
+        ),
+        (
+            "PUT",
+            "/v1/reasoning/profiles/quick",
+            {"json": {"effort": "low"}, "headers": admin},
+            200,
+            "profiles",
+        ),
+        ("DELETE", "/v1/conversations/log-1", {}, 204, "conversations"),
+        ("GET", "/healthz", {}, 200, "healthz"),
+        ("GET", "/readyz", {}, 200, "readyz"),
+        ("GET", "/metrics", {}, 200, "metrics"),
+        ("GET", "/ui", {}, 200, "ui"),
+        ("GET", "/nowhere", {}, 404, "other"),
+    ]
+    with running_proxy(config) as proxy:
+        tenant = proxy.runtime.tenant(KEY["Authorization"])
+        for method, path, kwargs, status, endpoint in kinds:
+            if path == "/v1/chat/completions" and method == "POST":
+                stream = kwargs["json"].get("stream")
+                upstream.script(
+                    Stream([chunk({"content": "hello"}), chunk({}, "stop")])
+                    if stream
+                    else completion("hello")
+                )
+            seen = len(lines(caplog))
+            headers = kwargs.pop("headers", KEY)
+            response = httpx.request(
+                method, proxy.base + path, headers=headers, timeout=10, **kwargs
+            )
+            assert response.status_code == status, (method, path, response.text)
+            # the line is written once the response has ended
+            wait_until(lambda s=seen: len(lines(caplog)) > s, what=f"{method} {path}'s line")
+            record = lines(caplog)[-1]
+            where = (method, path)
+            assert record.method == method, where  # type: ignore[attr-defined]
+            assert record.path == path.split("?")[0], where  # type: ignore[attr-defined]
+            assert record.status == status, where  # type: ignore[attr-defined]
+            assert record.endpoint == endpoint, where  # type: ignore[attr-defined]
+            assert record.duration_ms >= 0, where  # type: ignore[attr-defined]
+            assert record.getMessage() == f"{method} {path.split('?')[0]} {status}"
+            if endpoint in ("passthrough", "conversations") or record.route != "-":
+                expected = "admin" if headers is admin else tenant
+                assert record.tenant == expected, where  # type: ignore[attr-defined]
+        # no request made a second line
+        assert len(lines(caplog)) == len(kinds)
+    chat = [r for r in lines(caplog) if r.endpoint == "chat.completions"]  # type: ignore[attr-defined]
+    assert [r.route for r in chat] == ["test", "test", "-", "-"]  # type: ignore[attr-defined]
+    assert chat[1].conversation == "log-1"  # type: ignore[attr-defined]
+    assert chat[2].error == "invalid_reasoning_setting"  # type: ignore[attr-defined]
+
+
+def test_one_date_and_one_server_header(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream)) as proxy:
+        upstream.script(completion("whole"))
+        whole = httpx.post(
+            proxy.url + "/chat/completions", json={"model": "m", "messages": USER}, timeout=10
+        )
+        upstream.script(Stream([chunk({"content": "streamed"}), chunk({}, "stop")]))
+        streamed = httpx.post(
+            proxy.url + "/chat/completions",
+            json={"model": "m", "messages": USER, "stream": True},
+            timeout=10,
+        )
+        passed = httpx.get(proxy.url + "/models", timeout=10)
+        own = httpx.get(proxy.base + "/healthz", timeout=10)
+        direct = httpx.get(upstream.url + "/models", timeout=10)
+    # the fake upstream (aiohttp) sends both headers itself
+    assert direct.headers.get_list("server")
+    assert direct.headers.get_list("date")
+    for response in (whole, streamed, passed, own):
+        assert response.status_code == 200
+        assert len(response.headers.get_list("date")) == 1, response.headers
+        assert response.headers.get_list("server") == ["uvicorn"], response.headers
