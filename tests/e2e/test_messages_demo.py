@@ -1,0 +1,199 @@
+"""The Messages door against the demo's simulated upstreams (`reasoning-proxy
+demo`, served in-process on a real socket), with the anthropic SDK: create,
+streamed and not; the stream helper; a tool loop that keeps thinking and one
+that drops it; and, where Claude Code is installed, `claude -p`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import pytest
+import uvicorn
+
+from proxy.app import create_app
+from proxy.demo.run import MOUNT, build_demo_config
+from proxy.demo.simulator import Simulator
+from tests.harness import free_port
+from tests.messages_wire import accumulate, parse_events
+
+WEATHER = {
+    "name": "get_weather",
+    "description": "The weather in a city.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+RECALLED = "My earlier reasoning is back in the context"
+
+
+@pytest.fixture(scope="module")
+def demo() -> Iterator[str]:
+    """The demo (proxy + simulator) on a free port; its base URL."""
+    port = free_port()
+    config = build_demo_config("127.0.0.1", port, env={"REASONING_PROXY_SECRET": "demo-test"})
+    app = create_app(config, mounts={MOUNT: Simulator(delay=0)})
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        assert time.monotonic() < deadline, "the demo did not start"
+        assert thread.is_alive(), "the demo did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+@pytest.fixture
+def sdk(demo: str) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=demo, api_key="demo-key", max_retries=0) as client:
+        yield client
+
+
+QUESTION: list[Any] = [{"role": "user", "content": "What is 17 * 23?"}]
+
+
+@pytest.mark.parametrize("model", ["demo-deepseek", "demo-openrouter", "demo-minimax", "demo-qwen"])
+def test_create_not_streamed(sdk: anthropic.Anthropic, model: str) -> None:
+    message = sdk.messages.create(
+        model=model, max_tokens=500, messages=QUESTION, thinking={"type": "adaptive"}
+    )
+    assert [b.type for b in message.content] == ["thinking", "text"]
+    thinking, text = message.content
+    assert thinking.type == "thinking"
+    assert "17 * 23 = 391" in thinking.thinking
+    assert thinking.signature.startswith("rp1.")
+    assert text.type == "text"
+    assert text.text == "17 * 23 = 391."
+    assert "<think>" not in text.text
+    assert message.stop_reason == "end_turn"
+    assert message.usage.input_tokens > 0
+    assert message.usage.output_tokens > 0
+
+
+@pytest.mark.parametrize("model", ["demo-deepseek", "demo-vllm", "demo-groq", "demo-kimi"])
+def test_create_streamed(demo: str, model: str) -> None:
+    body = {"model": model, "max_tokens": 500, "stream": True, "messages": QUESTION}
+    r = httpx.post(f"{demo}/v1/messages", json=body, headers={"x-api-key": "k"}, timeout=30)
+    assert r.status_code == 200
+    message = accumulate(parse_events(r.content))  # each event validated by the SDK's types
+    assert [b.type for b in message.content] == ["thinking", "text"]
+    assert message.content[1].text == "17 * 23 = 391."  # type: ignore[union-attr]
+    assert message.stop_reason == "end_turn"
+
+
+def test_the_sdk_stream_and_its_helper(sdk: anthropic.Anthropic) -> None:
+    events = list(
+        sdk.messages.create(model="demo-deepseek", max_tokens=500, messages=QUESTION, stream=True)
+    )
+    assert events[0].type == "message_start"
+    assert events[-1].type == "message_stop"
+    deltas = {e.delta.type for e in events if e.type == "content_block_delta"}
+    assert deltas == {"thinking_delta", "signature_delta", "text_delta"}
+    with sdk.messages.stream(model="demo-deepseek", max_tokens=500, messages=QUESTION) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == "17 * 23 = 391."
+    assert final.content[0].type == "thinking"
+
+
+def test_thinking_disabled_means_no_thinking_block(sdk: anthropic.Anthropic) -> None:
+    message = sdk.messages.create(
+        model="demo-deepseek", max_tokens=500, messages=QUESTION, thinking={"type": "disabled"}
+    )
+    assert [b.type for b in message.content] == ["text"]
+
+
+def tool_loop(sdk: anthropic.Anthropic, *, keep_thinking: bool, city: str) -> str:
+    """Ask demo-kimi (which refuses a tool-call turn without its reasoning)
+    for the weather, run the tool, send the result back; the answer's thinking."""
+    messages: list[Any] = [{"role": "user", "content": f"What is the weather in {city}?"}]
+    with sdk.messages.stream(
+        model="demo-kimi",
+        max_tokens=500,
+        messages=messages,
+        tools=[WEATHER],  # type: ignore[list-item]
+        thinking={"type": "adaptive"},
+    ) as stream:
+        first = stream.get_final_message()
+    assert first.stop_reason == "tool_use"
+    call = next(b for b in first.content if b.type == "tool_use")
+    assert call.name == "get_weather"
+    assert call.input == {"city": city}
+    content = [b.model_dump() for b in first.content if keep_thinking or b.type != "thinking"]
+    messages += [
+        {"role": "assistant", "content": content},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "sunny, 21 C"}],
+        },
+    ]
+    second = sdk.messages.create(
+        model="demo-kimi",
+        max_tokens=500,
+        messages=messages,
+        tools=[WEATHER],  # type: ignore[list-item]
+        thinking={"type": "adaptive"},
+    )
+    assert second.stop_reason == "end_turn"
+    assert second.content[-1].text == "According to get_weather: sunny, 21 C."  # type: ignore[union-attr]
+    thinking = second.content[0]
+    assert thinking.type == "thinking"
+    return thinking.thinking
+
+
+def test_a_tool_loop_that_keeps_thinking(sdk: anthropic.Anthropic) -> None:
+    assert RECALLED in tool_loop(sdk, keep_thinking=True, city="Paris")
+
+
+def test_a_tool_loop_that_drops_thinking(sdk: anthropic.Anthropic) -> None:
+    # the client drops its thinking blocks; the store supplies the reasoning
+    # (Kimi would refuse the turn without it)
+    assert RECALLED in tool_loop(sdk, keep_thinking=False, city="Lyon")
+
+
+def test_count_tokens(sdk: anthropic.Anthropic) -> None:
+    counted = sdk.messages.count_tokens(model="demo-deepseek", messages=QUESTION)
+    assert 5 < counted.input_tokens < 30
+
+
+@pytest.mark.skipif(shutil.which("claude") is None, reason="Claude Code is not installed")
+def test_claude_code_answers_through_the_proxy(demo: str) -> None:
+    with tempfile.TemporaryDirectory() as home:
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": home,
+            "ANTHROPIC_BASE_URL": demo,
+            "ANTHROPIC_API_KEY": "demo-key",
+            "ANTHROPIC_MODEL": "demo-deepseek",
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL": "demo-deepseek",
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        done = subprocess.run(
+            ["claude", "-p", "What is 17 * 23?"],
+            env=env,
+            cwd=home,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "391" in done.stdout
