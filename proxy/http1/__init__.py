@@ -14,13 +14,15 @@ How it is cut, bytes flowing one way:
     request.py     Origin, and a request's bytes (sans-IO)
     reader.py      a response's bytes -> events: Head, Body, End (sans-IO)
     decoder.py     gzip/deflate bodies, at most DECODE_LIMIT bytes a piece (sans-IO)
+    connect.py     a new connection: resolution, staggered attempts (happy eyeballs)
     connection.py  the asyncio protocol: socket -> reader -> the unread body
     pool.py        keep-alive connections, request slots, Response
 
 What it does: keep-alive connections pooled per origin (most recently used
-first, closed after `keepalive` seconds idle), at most `limit` requests in
-flight with a bounded wait for a free slot, TLS with the system's trust
-store, a connect timeout and an idle timeout (the longest wait for the next
+first, closed after `keepalive` seconds idle, checked for the upstream's
+close before reuse, a request sent again once when a reused connection
+fails before any response byte), at most `limit` requests in flight with a bounded wait for a free slot, TLS with the system's trust
+store, staggered connection attempts over a host's addresses, a connect timeout and an idle timeout (the longest wait for the next
 bytes, before and after the status line), gzip/deflate response bodies
 decoded at most `DECODE_LIMIT` bytes per read (a small body that inflates to
 gigabytes costs one read's worth of memory at a time), flow control (reading

@@ -9,6 +9,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from proxy.http1.connect import HAPPY_EYEBALLS_DELAY, Resolver, open_socket, resolve
 from proxy.http1.connection import Connection
 from proxy.http1.errors import ConnectFailed, ConnectTimeout, Disconnected, PoolTimeout
 from proxy.http1.request import Origin, encode_request
@@ -62,7 +63,11 @@ class Pool:
     response arrived (the upstream closed the idle connection as the
     request went out) is sent again, once, on a new connection; `retried`
     counts them. Never after a response byte, never when the connection was
-    new, never after a timeout."""
+    new, never after a timeout.
+
+    New connections go to a host's addresses with staggered attempts
+    (`connect.py`: happy eyeballs, `happy_eyeballs_delay` apart);
+    `resolver` replaces the event loop's getaddrinfo."""
 
     def __init__(
         self,
@@ -71,8 +76,12 @@ class Pool:
         queue_timeout: float = 5.0,
         keepalive: float = 30.0,
         on_change: Callable[[int, int], None] | None = None,
+        resolver: Resolver = resolve,
+        happy_eyeballs_delay: float = HAPPY_EYEBALLS_DELAY,
     ) -> None:
         self._limit = asyncio.Semaphore(limit)
+        self._resolver = resolver
+        self._happy_eyeballs_delay = happy_eyeballs_delay
         self._queue_timeout = queue_timeout
         self._on_change = on_change
         self.in_flight = 0
@@ -197,10 +206,16 @@ class Pool:
         context = self.tls_context() if origin.tls else None
         try:
             async with asyncio.timeout(within):
-                _, conn = await loop.create_connection(
-                    lambda: Connection(origin, loop),
+                sock = await open_socket(
                     origin.host,
                     origin.port,
+                    resolver=self._resolver,
+                    delay=self._happy_eyeballs_delay,
+                )
+                # the transport owns the socket from here, and closes it on failure
+                _, conn = await loop.create_connection(
+                    lambda: Connection(origin, loop),
+                    sock=sock,
                     ssl=context,
                     server_hostname=origin.host if context is not None else None,
                 )

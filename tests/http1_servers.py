@@ -1,0 +1,256 @@
+"""Scripted servers and helpers for the tests of the HTTP/1.1 client
+(proxy.http1): a tiny `asyncio.start_server` on 127.0.0.1 (an ephemeral
+port) that reads the client's requests and writes scripted raw response
+bytes, so the framing, the splitting into socket writes and the closing of
+connections are exactly what each test says."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import socket
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import pytest
+
+from proxy import http1
+
+WAIT = 5.0  # the longest any test waits for something that should happen soon
+
+# for tests that depend on the event loop's transports: the proxy runs on uvloop
+BOTH_LOOPS = pytest.mark.parametrize(
+    "anyio_backend",
+    [
+        pytest.param("asyncio", id="asyncio"),
+        pytest.param(("asyncio", {"use_uvloop": True}), id="uvloop"),
+    ],
+)
+
+
+# -- the scripted upstream ------------------------------------------------------------
+
+
+class Conn:
+    """One accepted connection, as the handler sees it."""
+
+    def __init__(
+        self, upstream: Upstream, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.upstream = upstream
+        self.reader = reader
+        self.writer = writer
+        self.index = upstream.connections  # 1 for the first accepted connection
+
+    async def request(self) -> bytes | None:
+        """The next request's head and body; None when the client closed."""
+        try:
+            head = await self.reader.readuntil(b"\r\n\r\n")
+            length = re.search(rb"(?im)^content-length:[ \t]*(\d+)", head)
+            body = await self.reader.readexactly(int(length.group(1))) if length else b""
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.upstream.closed_by_client += 1
+            return None
+        self.upstream.requests.append(head + body)
+        return head + body
+
+    async def send(self, data: bytes) -> None:
+        self.writer.write(data)
+        await self.writer.drain()
+
+    async def send_pieces(self, pieces: Sequence[bytes], pause: float = 0.01) -> None:
+        """Each piece in its own socket write, with a pause between them."""
+        for piece in pieces:
+            await self.send(piece)
+            await asyncio.sleep(pause)
+
+    async def until_closed(self) -> None:
+        """Keep the connection open (sending nothing) until the client closes it."""
+        try:
+            while await self.reader.read(65536):
+                pass
+        except ConnectionError:
+            pass
+        self.upstream.closed_by_client += 1
+
+
+Handler = Callable[[Conn], Awaitable[None]]
+
+
+class Upstream:
+    def __init__(
+        self, handler: Handler, ssl_context: ssl.SSLContext | None = None, host: str = "127.0.0.1"
+    ) -> None:
+        self.handler = handler
+        self.ssl_context = ssl_context
+        self.host = host
+        self.connections = 0  # accepted
+        self.closed_by_client = 0  # connections whose reader saw the client close
+        self.requests: list[bytes] = []
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    @property
+    def origin(self) -> http1.Origin:
+        return http1.Origin("https" if self.ssl_context else "http", self.host, self.port)
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, 0, ssl=self.ssl_context)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._writers.append(writer)
+        self.connections += 1
+        try:
+            await self.handler(Conn(self, reader, writer))
+        except (ConnectionError, ssl.SSLError):
+            pass
+        except asyncio.CancelledError:
+            pass  # by stop(); ended quietly (asyncio logs a handler task that was cancelled)
+        finally:
+            writer.close()
+            self._tasks.discard(task)
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for writer in self._writers:
+            writer.close()
+        for writer in self._writers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), WAIT)
+        await self._server.wait_closed()
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    handler: Handler, ssl_context: ssl.SSLContext | None = None, *, host: str = "127.0.0.1"
+) -> AsyncIterator[Upstream]:
+    upstream = Upstream(handler, ssl_context, host)
+    await upstream.start()
+    try:
+        yield upstream
+    finally:
+        await upstream.stop()
+
+
+@contextlib.asynccontextmanager
+async def opened_pool(
+    *,
+    limit: int = 16,
+    keepalive: float = 30.0,
+    queue_timeout: float = WAIT,
+    on_change: Callable[[int, int], None] | None = None,
+    **options: Any,
+) -> AsyncIterator[http1.Pool]:
+    pool = http1.Pool(
+        limit=limit,
+        keepalive=keepalive,
+        queue_timeout=queue_timeout,
+        on_change=on_change,
+        **options,
+    )
+    try:
+        yield pool
+    finally:
+        await pool.close()
+        await asyncio.sleep(0.05)  # the closed transports' connection_lost callbacks run
+
+
+HANG = None  # an answer: read the request, send nothing, wait for the client to close
+
+
+def answering(*answers: bytes | None) -> Handler:
+    """Answer the requests, over all connections, with `answers` in turn (the
+    last one again once they run out), keeping the connection open."""
+    queue = list(answers)
+
+    async def handler(conn: Conn) -> None:
+        while await conn.request() is not None:
+            answer = queue.pop(0) if len(queue) > 1 else queue[0]
+            if answer is None:
+                await conn.until_closed()
+                return
+            await conn.send(answer)
+
+    return handler
+
+
+def response(body: bytes = b"ok", *, status: str = "200 OK", headers: Sequence[str] = ()) -> bytes:
+    lines = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def chunked_head(*headers: str) -> bytes:
+    lines = ["HTTP/1.1 200 OK", "Transfer-Encoding: chunked", *headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def chunked(*pieces: bytes, headers: Sequence[str] = ()) -> bytes:
+    return chunked_head(*headers) + b"".join(chunk(p) for p in pieces) + b"0\r\n\r\n"
+
+
+async def fetch(
+    pool: http1.Pool,
+    upstream: Upstream,
+    method: str = "GET",
+    target: str = "/",
+    headers: list[tuple[str, str]] | None = None,
+    body: bytes | None = None,
+    *,
+    idle: float = WAIT,
+    connect: float = WAIT,
+) -> http1.Response:
+    return await pool.request(
+        upstream.origin,
+        method,
+        target,
+        headers or [],
+        body,
+        connect_timeout=connect,
+        idle_timeout=idle,
+    )
+
+
+async def read_all(resp: http1.Response, pieces: list[bytes] | None = None) -> bytes:
+    parts = [] if pieces is None else pieces
+    while data := await resp.read():
+        parts.append(data)
+    return b"".join(parts)
+
+
+async def get(pool: http1.Pool, upstream: Upstream, target: str = "/") -> tuple[int, bytes]:
+    """A GET whose body is read to its end and released."""
+    resp = await fetch(pool, upstream, target=target)
+    try:
+        return resp.status, await read_all(resp)
+    finally:
+        resp.release()
+
+
+async def wait_until(condition: Callable[[], bool], what: str) -> None:
+    for _ in range(int(WAIT / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not within {WAIT} s: {what}")
+
+
+def unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
