@@ -335,6 +335,18 @@ def test_thinking_sent_back_is_opened_into_reasoning() -> None:
     ]
 
 
+def test_thinking_blocks_of_the_upstream_go_back_verbatim() -> None:
+    blocks = [
+        {"type": "thinking", "thinking": "a", "signature": "s-a"},
+        {"type": "redacted_thinking", "data": "opaque"},
+    ]
+    signature = SEALER.seal(TENANT, Sealed("a", {"thinking_blocks": blocks}))
+    thinking = [{"type": "thinking", "thinking": "a", "signature": signature}]
+    message = run(messages=tool_loop(thinking)).payload["messages"][1]
+    assert message["thinking_blocks"] == blocks
+    assert message["reasoning_content"] == "a"
+
+
 def test_thinking_with_a_bad_or_foreign_signature_is_dropped_and_counted() -> None:
     foreign = SEALER.seal("another tenant", Sealed("not yours"))
     thinking = [

@@ -196,21 +196,34 @@ def test_omitted_display_sends_no_thinking_text_but_a_signature() -> None:
 
 def test_upstream_artefacts_are_sealed_in_the_signature() -> None:
     details = [{"type": "reasoning.encrypted", "data": "blob", "index": 1}]
+    pieces = [
+        {"type": "thinking", "thinking": "thou"},
+        {"type": "thinking", "thinking": "ght"},
+        {"type": "thinking", "thinking": "", "signature": "up-sig"},
+    ]
     body = (
-        sse(chunk({"reasoning_content": "thought"}))
-        + sse(
-            chunk(
-                {"thinking_blocks": [{"type": "thinking", "thinking": "", "signature": "up-sig"}]}
-            )
+        b"".join(
+            sse(chunk({"reasoning_content": p["thinking"], "thinking_blocks": [p]})) for p in pieces
         )
         + sse(chunk({"reasoning_details": details}))
         + sse(chunk({"content": "answer"}, "stop"))
         + b"data: [DONE]\n\n"
     )
     message = accumulate(parse_events(encode(body)))
+    whole = [{"type": "thinking", "thinking": "thought", "signature": "up-sig"}]
     assert message.content[0].signature == seal(  # type: ignore[union-attr]
-        "thought", {"signature": "up-sig", "reasoning_details": details}
+        "thought", {"thinking_blocks": whole, "reasoning_details": details}
     )
+
+
+def test_a_thinking_object_signature_is_sealed() -> None:
+    body = (
+        sse(chunk({"reasoning_content": "t", "thinking": {"signature": "s1"}}))
+        + sse(chunk({"content": "a"}, "stop"))
+        + b"data: [DONE]\n\n"
+    )
+    message = accumulate(parse_events(encode(body)))
+    assert message.content[0].signature == seal("t", {"signature": "s1"})  # type: ignore[union-attr]
 
 
 def test_a_stop_sequence_the_upstream_names() -> None:

@@ -11,10 +11,10 @@ mid-conversation stays a system message where it stands.
 
 Thinking blocks sent back carry a `signature` that is a sealed envelope
 (`proxy.sealing`): opened, its reasoning becomes the assistant message's
-`reasoning_content` (the upstream's own signature goes in `thinking_blocks`,
-its reasoning_details items in `reasoning_details`), so the egress writes it
-in the upstream's dialect. A block this proxy cannot open is left out and
-counted, never refused.
+`reasoning_content` (the upstream's own `thinking_blocks` items, or its
+signature, go back in `thinking_blocks`, its reasoning_details items in
+`reasoning_details`), so the egress writes it in the upstream's dialect. A
+block this proxy cannot open is left out and counted, never refused.
 
 What a Chat upstream has no use for (`context_management`, `cache_control`,
 `metadata`, `service_tier`, unknown fields and block types of newer clients) is dropped
@@ -238,16 +238,17 @@ class _Translator:
                     continue
                 if sealed.reasoning:
                     reasoning.append(sealed.reasoning)
+                blocks = sealed.artefacts.get("thinking_blocks")
                 signature = sealed.artefacts.get("signature")
-                if isinstance(signature, str) and signature:
+                if isinstance(blocks, list):
+                    signatures += [b for b in blocks if isinstance(b, dict)]
+                elif isinstance(signature, str) and signature:
                     signatures.append(
                         {"type": "thinking", "thinking": sealed.reasoning, "signature": signature}
                     )
                 items = sealed.artefacts.get("reasoning_details")
                 if isinstance(items, list):
                     details += [i for i in items if isinstance(i, dict)]
-            elif kind in ("redacted_thinking", "text_editor_code_execution_tool_result"):
-                self.drop(f"content.{kind}")
             else:
                 self.drop(f"content.{kind}")
         message: Json = {"role": "assistant", "content": "".join(texts) if texts else None}

@@ -91,17 +91,21 @@ def usage_of(usage: Any, input_estimate: int, output_estimate: int) -> Json:
 
 class _Thinking:
     """The thinking block being streamed: its text and the upstream's own
-    artefacts, sealed into its signature when it closes."""
+    artefacts (its `thinking_blocks` items, a signature, `reasoning_details`
+    items), sealed into its signature when it closes."""
 
-    __slots__ = ("details", "signature", "text")
+    __slots__ = ("blocks", "details", "signature", "text")
 
     def __init__(self) -> None:
         self.text: list[str] = []
         self.signature: list[str] = []
+        self.blocks: list[Json] = []
         self.details: DetailsMerger | None = None
 
     def artefacts(self) -> Json:
         out: Json = {}
+        if self.blocks:
+            out["thinking_blocks"] = self.blocks
         if self.signature:
             out["signature"] = "".join(self.signature)
         if self.details is not None and self.details.items:
@@ -402,17 +406,50 @@ class MessagesEncoder:
 
 
 def _has_artefacts(delta: Json) -> bool:
-    return bool(delta.get("thinking_blocks")) or bool(delta.get("reasoning_details"))
+    return (
+        bool(delta.get("thinking_blocks"))
+        or bool(delta.get("reasoning_details"))
+        or isinstance(delta.get("thinking"), dict)
+    )
+
+
+_PIECES = ("thinking", "signature", "data")  # string keys streamed in pieces
+
+
+def merge_block(items: list[Json], item: Json) -> None:
+    """Add a `thinking_blocks` item, or a streamed piece of one: pieces join
+    by `index` when they have one, else a thinking piece continues the last
+    thinking item until that item has its signature."""
+    index = item.get("index")
+    last = items[-1] if items else None
+    target = None
+    if index is not None:
+        target = next((i for i in items if i.get("index") == index), None)
+    elif last is not None and last.get("type") == item.get("type") == "thinking":
+        target = None if last.get("signature") else last
+    if target is None:
+        items.append(dict(item))
+        return
+    for key, value in item.items():
+        old = target.get(key)
+        if key in _PIECES and isinstance(value, str) and isinstance(old, str):
+            target[key] = old + value
+        elif old is None:
+            target[key] = value
 
 
 def _collect(thinking: _Thinking, delta: Json) -> None:
-    """The upstream's own artefacts in a delta or message: the signatures of
-    its `thinking_blocks`, its `reasoning_details` items (merged per index)."""
+    """The upstream's own artefacts in a delta or message: its
+    `thinking_blocks` items (kept whole, to go back verbatim), the signature
+    of a `thinking` object, its `reasoning_details` items (merged per index)."""
     blocks = delta.get("thinking_blocks")
     if isinstance(blocks, list):
         for block in blocks:
-            if isinstance(block, dict) and isinstance(block.get("signature"), str):
-                thinking.signature.append(block["signature"])
+            if isinstance(block, dict):
+                merge_block(thinking.blocks, block)
+    signed = delta.get("thinking")
+    if isinstance(signed, dict) and isinstance(signed.get("signature"), str):
+        thinking.signature.append(signed["signature"])
     details = delta.get("reasoning_details")
     if isinstance(details, list):
         if thinking.details is None:
