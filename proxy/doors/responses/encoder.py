@@ -1,0 +1,517 @@
+"""Normalized chat completions -> the Responses API's wire (sans-IO).
+
+`ResponsesEncoder.feed(bytes) -> bytes` takes the normalized chat SSE the
+exchange path relays (whole events, read by read; any split works) and
+returns the Responses events for them at once: each delta goes out as soon
+as it comes in. `flush()` ends the stream; `whole()` turns a whole chat
+completion into a Response object (an error body passes as it is: the
+Responses API's HTTP errors have chat's shape).
+
+The stream's states: NEW until the first event (then `response.created` and
+`response.in_progress`), OPEN while output items open and close, ENDED after
+`response.completed` / `response.incomplete` (at `[DONE]`) or
+`response.failed` (an error event, or a stream that ends without `[DONE]`).
+One output item is open at a time, except tool calls, which stay open
+together until something else comes (chat streams their arguments by
+index): reasoning text opens a `reasoning` item (its summary text streamed),
+answer text a `message` item, a tool call a `function_call` or
+`custom_tool_call` item; whatever comes next closes the open ones, in order.
+
+A reasoning item's `encrypted_content` is an envelope sealed by the `seal`
+callable: the reasoning text and the upstream's own artefacts
+(`reasoning_details` items, signatures) as they streamed. When the settings
+hide reasoning from the client, the stream carries none: the item is then
+made from the turn the normalizer is building (`turn`, set by the door),
+with an empty summary, and only when the client asked for the envelope.
+Every closed item is kept (with its envelope) for `final`, the Response as
+it ended, which the door stores; the client's copy has the envelope only
+when its request's `include` asked for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from proxy.doors.responses.objects import (
+    Echo,
+    call_item,
+    error_of,
+    message_item,
+    new_id,
+    output_text,
+    reasoning_item,
+    response_object,
+    usage_of,
+)
+from proxy.doors.responses.tools import ClientTool, ToolNames
+from proxy.reasoning.blocks import Json, Turn, blocks_for_context, join_reasoning
+from proxy.reasoning.native import DetailsMerger
+from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment
+from proxy.sealing import Sealed
+
+NEW, OPEN, ENDED = "new", "open", "ended"
+# finish_reason -> a Response's incomplete_details.reason
+_INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
+
+Seal = Callable[[Sealed], str]
+
+
+class _Reasoning:
+    __slots__ = ("details", "id", "index", "started", "texts", "thinking_blocks")
+
+    def __init__(self, item_id: str, index: int) -> None:
+        self.id = item_id
+        self.index = index
+        self.texts: list[str] = []
+        self.started = False  # its summary part was announced
+        self.details = DetailsMerger()
+        self.thinking_blocks: list[Json] = []
+
+
+class _Message:
+    __slots__ = ("id", "index", "texts")
+
+    def __init__(self, item_id: str, index: int) -> None:
+        self.id = item_id
+        self.index = index
+        self.texts: list[str] = []
+
+
+class _Call:
+    __slots__ = ("call_id", "id", "index", "name", "parts", "tool")
+
+    def __init__(self, item_id: str, index: int, call_id: str, tool: ClientTool) -> None:
+        self.id = item_id
+        self.index = index
+        self.call_id = call_id
+        self.tool = tool
+        self.parts: list[str] = []
+
+
+class ResponsesEncoder:
+    def __init__(
+        self,
+        echo: Echo,
+        names: ToolNames,
+        seal: Seal,
+        *,
+        include_encrypted: bool,
+        hidden: bool = False,
+        response_id: str | None = None,
+        created_at: int | None = None,
+    ) -> None:
+        self.echo = echo
+        self.names = names
+        self.seal = seal
+        self.include_encrypted = include_encrypted
+        self.hidden = hidden  # the settings keep reasoning from the client
+        self.response_id = response_id or new_id("resp")
+        self._stem = self.response_id.partition("_")[2] or self.response_id
+        self.created_at = created_at if created_at is not None else int(time.time())
+        # the turn so far (the normalizer's, then the stored one): set by the door
+        self.turn: Callable[[], Turn | None] = lambda: None
+        self.final: Json | None = None  # the Response as it ended, envelopes included
+        self.state = NEW
+        self._decoder = SSEDecoder()
+        self._seq = 0
+        self._output: list[Json | None] = []  # by output_index; None while open
+        self._reasoning: _Reasoning | None = None
+        self._message: _Message | None = None
+        self._calls: dict[Any, _Call] = {}
+        self._finish: str | None = None
+        self._usage: Any = None
+        self._model: str | None = None
+        self._blocks_seen = 0  # (hidden reasoning) thinking blocks already in an item
+        self._details_seen = 0
+
+    # -- the Encoder protocol ----------------------------------------------------------
+
+    def start_headers(self, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return headers
+
+    def feed(self, data: bytes) -> bytes:
+        out: list[bytes] = []
+        for ev in self._decoder.feed(data):
+            self._event(ev, out)
+        return b"".join(out)
+
+    def flush(self) -> bytes:
+        out: list[bytes] = []
+        for ev in self._decoder.flush():
+            self._event(ev, out)
+        if self.state != ENDED:
+            self._start(out)
+            self._fail(out, "stream_ended", "The stream ended before the response was complete.")
+        return b"".join(out)
+
+    def whole(self, status: int, body: bytes) -> bytes:
+        if status >= 300:
+            return body
+        try:
+            completion = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            completion = None
+        choices = completion.get("choices") if isinstance(completion, dict) else None
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            self._fail([], "malformed_upstream_response", "The upstream's answer has no message.")
+            return self._client_body()
+        assert isinstance(completion, dict)
+        assert isinstance(choice, dict)
+        self._model = completion.get("model") if isinstance(completion.get("model"), str) else None
+        if self.hidden:
+            self._hidden_reasoning([])
+        else:
+            self._whole_reasoning(message)
+        content = message.get("content")
+        if isinstance(content, str) and content:
+            self._output.append(message_item(self._id("msg"), content, "completed"))
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else ():
+            function = call.get("function") if isinstance(call, dict) else None
+            if not isinstance(function, dict):
+                continue
+            assert isinstance(call, dict)
+            tool = self.names.client(str(function.get("name") or ""))
+            arguments = str(function.get("arguments") or "")
+            payload = self.names.custom_input(arguments) if tool.custom else arguments
+            call_id = _call_id(call) or self._id("call", len(self._output))
+            item_id = self._id("ctc" if tool.custom else "fc")
+            self._output.append(call_item(item_id, call_id, tool, payload, "completed"))
+        self._finish = choice.get("finish_reason")
+        self._usage = completion.get("usage")
+        self._end([])
+        return self._client_body()
+
+    def _whole_reasoning(self, message: Json) -> None:
+        text = message.get("reasoning_content")
+        if not isinstance(text, str):
+            text = message.get("reasoning") if isinstance(message.get("reasoning"), str) else ""
+        assert isinstance(text, str)
+        artefacts: Json = {}
+        for key in ("reasoning_details", "thinking_blocks"):
+            value = message.get(key)
+            if isinstance(value, list) and value:
+                artefacts[key] = value
+        if text or artefacts:
+            sealed = self.seal(Sealed(text.strip(), artefacts))
+            self._output.append(reasoning_item(self._id("rs"), text, sealed))
+
+    # -- events in -----------------------------------------------------------------------
+
+    def _event(self, ev: SSEEvent | SSEComment, out: list[bytes]) -> None:
+        if type(ev) is SSEComment:
+            out.append(encode_comment(ev.text))  # keep-alives stay keep-alives
+            return
+        assert type(ev) is SSEEvent
+        if self.state == ENDED:
+            return
+        self._start(out)
+        if ev.event == "error":
+            self._error(ev.data, out)
+            return
+        if ev.data.strip() == b"[DONE]":
+            self._end(out)
+            return
+        try:
+            chunk = orjson.loads(ev.data)
+        except orjson.JSONDecodeError:
+            return  # the normalizer lets no such event through
+        if not isinstance(chunk, dict):
+            return
+        if chunk.get("error") is not None and not chunk.get("choices"):
+            self._error(ev.data, out)
+            return
+        self._chunk(chunk, out)
+
+    def _chunk(self, chunk: Json, out: list[bytes]) -> None:
+        if self._model is None and isinstance(chunk.get("model"), str):
+            self._model = chunk["model"]
+        if isinstance(chunk.get("usage"), dict):
+            self._usage = chunk["usage"]
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return
+        for choice in choices:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue  # the first choice is the response (n > 1 is not a Responses notion)
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                self._delta(delta, out)
+            if choice.get("finish_reason") is not None:
+                self._finish = choice["finish_reason"]
+
+    def _delta(self, delta: Json, out: list[bytes]) -> None:
+        if not self.hidden:
+            reasoning = delta.get("reasoning_content")
+            if not isinstance(reasoning, str):
+                reasoning = delta.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                self._reasoning_text(reasoning, out)
+            details = delta.get("reasoning_details")
+            if isinstance(details, list) and details:
+                item = self._open_reasoning(out)
+                for detail in details:
+                    if isinstance(detail, dict):
+                        item.details.add(detail)
+            blocks = delta.get("thinking_blocks")
+            if isinstance(blocks, list) and blocks:
+                self._open_reasoning(out).thinking_blocks.extend(
+                    b for b in blocks if isinstance(b, dict)
+                )
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            self._text(content, out)
+        calls = delta.get("tool_calls")
+        if isinstance(calls, list):
+            for n, call in enumerate(calls):
+                if isinstance(call, dict):
+                    self._tool_call(call, n, out)
+
+    def _error(self, data: bytes, out: list[bytes]) -> None:
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            obj = None
+        error = obj.get("error", obj) if isinstance(obj, dict) else None
+        if not isinstance(error, dict):
+            error = {"message": data.decode(errors="replace")}
+        code = error.get("code") if isinstance(error.get("code"), str) else error.get("type")
+        self._fail(out, code, error.get("message"))
+
+    # -- items ---------------------------------------------------------------------------
+
+    def _reasoning_text(self, text: str, out: list[bytes]) -> None:
+        item = self._open_reasoning(out)
+        if not item.started:
+            item.started = True
+            part = {"type": "summary_text", "text": ""}
+            self._emit(out, "response.reasoning_summary_part.added", **self._at(item), part=part)
+        item.texts.append(text)
+        self._emit(out, "response.reasoning_summary_text.delta", **self._at(item), delta=text)
+
+    def _open_reasoning(self, out: list[bytes]) -> _Reasoning:
+        if self._reasoning is not None:
+            return self._reasoning
+        self._close_visible(out)
+        index = self._add()
+        item = self._reasoning = _Reasoning(self._id("rs", index), index)
+        self._added(out, item.index, reasoning_item(item.id, "", None))
+        return item
+
+    def _close_reasoning(self, out: list[bytes]) -> None:
+        item, self._reasoning = self._reasoning, None
+        if item is None:
+            return
+        text = "".join(item.texts)
+        if item.started:
+            part = {"type": "summary_text", "text": text}
+            self._emit(out, "response.reasoning_summary_text.done", **self._at(item), text=text)
+            self._emit(out, "response.reasoning_summary_part.done", **self._at(item), part=part)
+        artefacts: Json = {}
+        if item.details.items:
+            artefacts["reasoning_details"] = item.details.items
+        if item.thinking_blocks:
+            artefacts["thinking_blocks"] = item.thinking_blocks
+        sealed = self.seal(Sealed(text.strip(), artefacts))
+        self._done(out, item.index, reasoning_item(item.id, text, sealed))
+
+    def _hidden_reasoning(self, out: list[bytes]) -> None:
+        """The reasoning the settings keep from the client, from the turn so
+        far: one item with an empty summary, when the client keeps envelopes."""
+        turn = self.turn()
+        if turn is None:
+            return
+        blocks = turn.thinking
+        details = turn.reasoning_details or ()
+        new, self._blocks_seen = blocks[self._blocks_seen :], len(blocks)
+        new_details, self._details_seen = details[self._details_seen :], len(details)
+        if not self.include_encrypted or not (new or new_details):
+            return
+        kept = blocks_for_context(Turn(parts=tuple(new)))
+        artefacts: Json = {"reasoning_details": list(new_details)} if new_details else {}
+        sealed = self.seal(Sealed(join_reasoning(kept), artefacts))
+        index = self._add()
+        item = reasoning_item(self._id("rs", index), "", sealed)
+        self._added(out, index, reasoning_item(item["id"], "", None))
+        self._done(out, index, item)
+
+    def _text(self, text: str, out: list[bytes]) -> None:
+        item = self._message
+        if item is None:
+            self._close_reasoning(out)
+            self._close_calls(out)
+            if self.hidden:
+                self._hidden_reasoning(out)
+            index = self._add()
+            item = self._message = _Message(self._id("msg", index), index)
+            self._added(out, item.index, message_item(item.id, None, "in_progress"))
+            at = {**self._at(item), "content_index": 0}
+            self._emit(out, "response.content_part.added", **at, part=output_text(""))
+        item.texts.append(text)
+        at = {**self._at(item), "content_index": 0}
+        self._emit(out, "response.output_text.delta", **at, delta=text, logprobs=[])
+
+    def _close_message(self, out: list[bytes]) -> None:
+        item, self._message = self._message, None
+        if item is None:
+            return
+        text = "".join(item.texts)
+        at = {**self._at(item), "content_index": 0}
+        self._emit(out, "response.output_text.done", **at, text=text, logprobs=[])
+        self._emit(out, "response.content_part.done", **at, part=output_text(text))
+        self._done(out, item.index, message_item(item.id, text, "completed"))
+
+    def _tool_call(self, delta: Json, position: int, out: list[bytes]) -> None:
+        key = delta.get("index", position)
+        key = key if isinstance(key, int | str) else position
+        function = delta.get("function") if isinstance(delta.get("function"), dict) else {}
+        assert isinstance(function, dict)
+        arguments = function.get("arguments")
+        call = self._calls.get(key)
+        if call is None:
+            self._close_reasoning(out)
+            self._close_message(out)
+            if self.hidden:
+                self._hidden_reasoning(out)
+            index = self._add()
+            call_id = _call_id(delta) or self._id("call", index)
+            tool = self.names.client(str(function.get("name") or ""))
+            kind = "ctc" if tool.custom else "fc"
+            call = self._calls[key] = _Call(self._id(kind, index), index, call_id, tool)
+            self._added(out, call.index, call_item(call.id, call_id, tool, "", "in_progress"))
+        if isinstance(arguments, str) and arguments:
+            call.parts.append(arguments)
+            if not call.tool.custom:  # a custom tool's input is known once its JSON is whole
+                event = "response.function_call_arguments.delta"
+                self._emit(out, event, **self._at(call), delta=arguments)
+
+    def _close_calls(self, out: list[bytes]) -> None:
+        calls, self._calls = self._calls, {}
+        for call in calls.values():
+            arguments = "".join(call.parts)
+            if call.tool.custom:
+                payload = self.names.custom_input(arguments)
+                event = "response.custom_tool_call_input"
+                self._emit(out, event + ".delta", **self._at(call), delta=payload)
+                self._emit(out, event + ".done", **self._at(call), input=payload)
+            else:
+                payload = arguments
+                event = "response.function_call_arguments.done"
+                self._emit(out, event, **self._at(call), arguments=payload)
+            item = call_item(call.id, call.call_id, call.tool, payload, "completed")
+            self._done(out, call.index, item)
+
+    def _close_visible(self, out: list[bytes]) -> None:
+        self._close_message(out)
+        self._close_calls(out)
+
+    # -- the response --------------------------------------------------------------------
+
+    def _start(self, out: list[bytes]) -> None:
+        if self.state != NEW:
+            return
+        self.state = OPEN
+        response = self._response("in_progress", [])
+        self._emit(out, "response.created", response=response)
+        self._emit(out, "response.in_progress", response=response)
+
+    def _end(self, out: list[bytes]) -> None:
+        self._close_reasoning(out)
+        self._close_visible(out)
+        if self.hidden:
+            self._hidden_reasoning(out)
+        incomplete = _INCOMPLETE.get(self._finish or "")
+        status = "incomplete" if incomplete else "completed"
+        self._finalize(out, status, incomplete=incomplete)
+
+    def _fail(self, out: list[bytes], code: Any, message: Any) -> None:
+        self._finalize(out, "failed", error=error_of(code, message))
+
+    def _finalize(
+        self,
+        out: list[bytes],
+        status: str,
+        error: Json | None = None,
+        incomplete: str | None = None,
+    ) -> None:
+        streaming, self.state = self.state == OPEN, ENDED
+        done = [item for item in self._output if item is not None]
+        turn = self.turn()
+        estimate = sum(b.tokens or 0 for b in turn.thinking) if turn is not None else None
+        self.final = self._response(
+            status,
+            done,
+            usage=usage_of(self._usage, estimate),
+            error=error,
+            incomplete=incomplete,
+        )
+        if streaming:  # (whole() sends the object alone)
+            event = {"completed": "response.completed", "failed": "response.failed"}.get(
+                status, "response.incomplete"
+            )
+            self._emit(out, event, response=self._for_client(self.final))
+
+    def _response(self, status: str, output: list[Json], **extra: Any) -> Json:
+        return response_object(
+            self.echo,
+            response_id=self.response_id,
+            created_at=self.created_at,
+            status=status,
+            output=output,
+            model=self._model,
+            **extra,
+        )
+
+    def _for_client(self, response: Json) -> Json:
+        if self.include_encrypted:
+            return response
+        return {**response, "output": [self._plain(item) for item in response["output"]]}
+
+    def _plain(self, item: Json) -> Json:
+        if "encrypted_content" not in item or self.include_encrypted:
+            return item
+        return {k: v for k, v in item.items() if k != "encrypted_content"}
+
+    def _client_body(self) -> bytes:
+        assert self.final is not None
+        return orjson.dumps(self._for_client(self.final))
+
+    # -- writing events --------------------------------------------------------------------
+
+    def _id(self, prefix: str, index: int | None = None) -> str:
+        """An item's id: the response's, with the item's output index."""
+        return f"{prefix}_{self._stem}_{len(self._output) if index is None else index}"
+
+    def _add(self) -> int:
+        self._output.append(None)
+        return len(self._output) - 1
+
+    def _at(self, item: _Reasoning | _Message | _Call) -> Json:
+        at: Json = {"item_id": item.id, "output_index": item.index}
+        if type(item) is _Reasoning:
+            at["summary_index"] = 0
+        return at
+
+    def _added(self, out: list[bytes], index: int, item: Json) -> None:
+        self._emit(out, "response.output_item.added", output_index=index, item=item)
+
+    def _done(self, out: list[bytes], index: int, item: Json) -> None:
+        self._output[index] = item
+        self._emit(out, "response.output_item.done", output_index=index, item=self._plain(item))
+
+    def _emit(self, out: list[bytes], kind: str, **fields: Any) -> None:
+        data = orjson.dumps({"type": kind, "sequence_number": self._seq, **fields})
+        self._seq += 1
+        out += (b"event: ", kind.encode(), b"\ndata: ", data, b"\n\n")
+
+
+def _call_id(call: Json) -> str | None:
+    """The upstream's tool-call id: the key its stored turn is found by."""
+    value = call.get("id")
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,179 @@
+"""The Responses API's objects: a Response and its output items (pure).
+
+A Response repeats what its request asked for (`Echo`), and holds the
+output items in order: `reasoning` (summary text, and `encrypted_content`
+when the request included it), `message` (output_text), `function_call`
+(with the tool's namespace when it has one) and `custom_tool_call`. Usage is
+chat's, renamed (prompt -> input, completion -> output).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.doors.responses.request import Options
+from proxy.doors.responses.tools import ClientTool
+
+Json = dict[str, Any]
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id: `resp`, `rs` (reasoning), `msg`, `fc` (function call), `ctc`."""
+    return f"{prefix}_{os.urandom(16).hex()}"
+
+
+@dataclass(frozen=True, slots=True)
+class Echo:
+    """What a Response repeats of its request."""
+
+    fields: Json
+
+    @classmethod
+    def of(cls, body: Json, options: Options) -> Echo:
+        reasoning = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
+        assert isinstance(reasoning, dict)
+        return cls(
+            {
+                "instructions": body.get("instructions"),
+                "max_output_tokens": body.get("max_output_tokens"),
+                "metadata": options.metadata or {},
+                "model": options.model or "",
+                "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
+                "previous_response_id": options.previous_response_id,
+                "reasoning": {
+                    "effort": reasoning.get("effort"),
+                    "summary": reasoning.get("summary"),
+                },
+                "store": options.store,
+                "temperature": body.get("temperature"),
+                "text": body.get("text") or {"format": {"type": "text"}},
+                "tool_choice": body.get("tool_choice") or "auto",
+                "tools": body.get("tools") or [],
+                "top_p": body.get("top_p"),
+                "truncation": body.get("truncation")
+                if body.get("truncation") in ("auto", "disabled")
+                else "disabled",
+            }
+        )
+
+
+def response_object(
+    echo: Echo,
+    *,
+    response_id: str,
+    created_at: int,
+    status: str,
+    output: list[Json],
+    model: str | None = None,
+    usage: Json | None = None,
+    error: Json | None = None,
+    incomplete: str | None = None,
+) -> Json:
+    out: Json = {
+        "id": response_id,
+        "object": "response",
+        "created_at": created_at,
+        "status": status,
+        "error": error,
+        "incomplete_details": {"reason": incomplete} if incomplete else None,
+        **echo.fields,
+        "output": output,
+        "usage": usage,
+    }
+    if model:
+        out["model"] = model
+    return out
+
+
+def reasoning_item(item_id: str, summary: str, encrypted: str | None) -> Json:
+    item: Json = {
+        "id": item_id,
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": summary}] if summary else [],
+    }
+    if encrypted is not None:
+        item["encrypted_content"] = encrypted
+    return item
+
+
+def output_text(text: str) -> Json:
+    return {"type": "output_text", "text": text, "annotations": []}
+
+
+def message_item(item_id: str, text: str | None, status: str) -> Json:
+    """An assistant message (`text` None: just opened, no content part yet)."""
+    content = [] if text is None else [output_text(text)]
+    return {
+        "id": item_id,
+        "type": "message",
+        "role": "assistant",
+        "status": status,
+        "content": content,
+    }
+
+
+def call_item(item_id: str, call_id: str, tool: ClientTool, payload: str, status: str) -> Json:
+    """A function call (`payload`: its arguments) or a custom tool call (its input)."""
+    if tool.custom:
+        return {
+            "id": item_id,
+            "type": "custom_tool_call",
+            "call_id": call_id,
+            "name": tool.name,
+            "input": payload,
+            "status": status,
+        }
+    item: Json = {
+        "id": item_id,
+        "type": "function_call",
+        "call_id": call_id,
+        "name": tool.name,
+        "arguments": payload,
+        "status": status,
+    }
+    if tool.namespace is not None:
+        item["namespace"] = tool.namespace
+    return item
+
+
+def _count(obj: Any, *path: str) -> int:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, int) and not isinstance(obj, bool) and obj >= 0 else 0
+
+
+def usage_of(chat: Any, reasoning_estimate: int | None = None) -> Json | None:
+    """Chat usage as Responses usage; reasoning tokens the upstream did not
+    report are the proxy's estimate of the reasoning it stored."""
+    if not isinstance(chat, dict):
+        return None
+    prompt = _count(chat, "prompt_tokens")
+    completion = _count(chat, "completion_tokens")
+    reasoning = _count(chat, "completion_tokens_details", "reasoning_tokens")
+    if not reasoning and reasoning_estimate:
+        reasoning = min(reasoning_estimate, completion) if completion else reasoning_estimate
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {
+            "cached_tokens": _count(chat, "prompt_tokens_details", "cached_tokens"),
+            "cache_write_tokens": 0,
+        },
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": _count(chat, "total_tokens") or prompt + completion,
+    }
+
+
+# ResponseError codes: a closed set; chat failures map to the nearest
+_RATE_LIMITED = frozenset({"rate_limit_exceeded", "rate_limit_error", "insufficient_quota"})
+
+
+def error_of(code: Any, message: Any) -> Json:
+    """A Response's `error`, from a chat error's code (kept in the message)."""
+    text = message if isinstance(message, str) and message else "The response failed."
+    if isinstance(code, str) and code:
+        text = f"{text} ({code})"
+    kind = "rate_limit_exceeded" if code in _RATE_LIMITED else "server_error"
+    return {"code": kind, "message": text}

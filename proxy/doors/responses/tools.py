@@ -1,0 +1,200 @@
+"""Responses tools -> chat functions, and chat tool calls -> the client's names (pure).
+
+A Responses request offers `function` tools (chat has them too), `custom`
+tools (freeform text input: a chat function with one string parameter,
+`input`), `namespace` tools (a named group of function and custom tools,
+flattened to chat functions named `<namespace>__<name>`), and hosted tools
+that only the provider runs (web_search, file_search, code_interpreter,
+...), which a chat upstream cannot: those are left out and named, never
+refused, since real clients send them on every request. `ToolNames` maps
+each chat function name back to what the client offered, so a call comes
+back as a `function_call` with its namespace, or a `custom_tool_call`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from proxy.errors import BadRequest
+
+Json = dict[str, Any]
+
+CUSTOM_INPUT = "input"  # the one parameter of a custom tool's chat function
+NAMESPACE_SEPARATOR = "__"
+_CHAT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTool:
+    """A tool as the client named it."""
+
+    name: str
+    namespace: str | None = None
+    custom: bool = False
+
+
+def flat_name(namespace: str | None, name: str) -> str:
+    """The chat function name of a (namespaced) tool: `<namespace>__<name>`,
+    kept to chat's 64 characters of [A-Za-z0-9_-] (a longer or stranger name
+    is shortened with a hash, so it stays unique)."""
+    if namespace is None:
+        return name
+    joined = namespace + NAMESPACE_SEPARATOR + name
+    if _CHAT_NAME.fullmatch(joined):
+        return joined
+    digest = hashlib.sha256(joined.encode()).hexdigest()[:8]
+    return _UNSAFE.sub("_", joined)[:55] + "_" + digest
+
+
+@dataclass(slots=True)
+class ToolNames:
+    """Chat function name <-> the client's tool, for one request."""
+
+    _client: dict[str, ClientTool] = field(default_factory=dict)
+    _chat: dict[tuple[str | None, str], str] = field(default_factory=dict)
+
+    def add(self, tool: ClientTool) -> str:
+        chat = flat_name(tool.namespace, tool.name)
+        if chat in self._client and self._client[chat] != tool:
+            n = 2
+            while f"{chat}_{n}" in self._client:
+                n += 1
+            chat = f"{chat}_{n}"
+        self._client[chat] = tool
+        self._chat[(tool.namespace, tool.name)] = chat
+        return chat
+
+    def chat_name(self, name: str, namespace: str | None = None) -> str:
+        """The chat name of a call in the history (its tool may no longer be offered)."""
+        return self._chat.get((namespace, name)) or flat_name(namespace, name)
+
+    def client(self, chat_name: str) -> ClientTool:
+        """What the client calls the chat function `chat_name` (a name the
+        client never offered comes back as it is)."""
+        return self._client.get(chat_name) or ClientTool(chat_name)
+
+    def custom_input(self, arguments: str) -> str:
+        """A custom tool's freeform input, from its chat function's arguments."""
+        try:
+            parsed = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments
+        if isinstance(parsed, dict) and isinstance(parsed.get(CUSTOM_INPUT), str):
+            return str(parsed[CUSTOM_INPUT])
+        return arguments
+
+
+@dataclass(slots=True)
+class ChatTools:
+    tools: list[Json]
+    names: ToolNames
+    dropped: list[str]  # tools left out, by type (a hosted tool) or name
+
+
+def translate_tools(tools: Any) -> ChatTools:
+    """The request's `tools` as chat functions (BadRequest names a malformed one)."""
+    out = ChatTools([], ToolNames(), [])
+    if tools is None:
+        return out
+    if not isinstance(tools, list):
+        raise BadRequest("tools must be an array.", param="tools")
+    for i, tool in enumerate(tools):
+        where = f"tools[{i}]"
+        if not isinstance(tool, dict):
+            raise BadRequest(f"{where} must be an object.", param=where)
+        kind = tool.get("type")
+        if kind == "function" or kind == "custom":
+            out.tools.append(_function(tool, where, out.names, None))
+        elif kind == "namespace":
+            namespace = _name(tool, where)
+            inner = tool.get("tools")
+            if not isinstance(inner, list):
+                raise BadRequest(f"{where}.tools must be an array.", param=f"{where}.tools")
+            for j, member in enumerate(inner):
+                at = f"{where}.tools[{j}]"
+                if not isinstance(member, dict) or member.get("type") not in ("function", "custom"):
+                    raise BadRequest(f"{at} must be a function or custom tool.", param=f"{at}.type")
+                out.tools.append(_function(member, at, out.names, namespace, tool))
+        elif isinstance(kind, str):
+            out.dropped.append(kind)  # hosted (web_search, mcp, ...) or unknown
+        else:
+            raise BadRequest(f"{where}.type must be a string.", param=f"{where}.type")
+    return out
+
+
+def _name(tool: Json, where: str) -> str:
+    name = tool.get("name")
+    if not isinstance(name, str) or not name:
+        raise BadRequest(f"{where}.name must be a non-empty string.", param=f"{where}.name")
+    return name
+
+
+def _function(
+    tool: Json, where: str, names: ToolNames, namespace: str | None, group: Json | None = None
+) -> Json:
+    name = _name(tool, where)
+    custom = tool.get("type") == "custom"
+    chat = names.add(ClientTool(name, namespace, custom))
+    description = tool.get("description")
+    if description is not None and not isinstance(description, str):
+        raise BadRequest(f"{where}.description must be a string.", param=f"{where}.description")
+    prefix = group.get("description") if group is not None else None
+    if isinstance(prefix, str) and prefix:  # the namespace's description, for its members
+        description = f"{prefix}\n\n{description}" if description else prefix
+    function: Json = {"name": chat}
+    if custom:
+        description = _with_format(description, tool.get("format"))
+        function["parameters"] = {
+            "type": "object",
+            "properties": {
+                CUSTOM_INPUT: {"type": "string", "description": "The tool's freeform input."}
+            },
+            "required": [CUSTOM_INPUT],
+            "additionalProperties": False,
+        }
+    else:
+        parameters = tool.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise BadRequest(f"{where}.parameters must be an object.", param=f"{where}.parameters")
+        function["parameters"] = parameters or {"type": "object", "properties": {}}
+        if isinstance(tool.get("strict"), bool):
+            function["strict"] = tool["strict"]
+    if description:
+        function["description"] = description
+    return {"type": "function", "function": function}
+
+
+def _with_format(description: str | None, fmt: Any) -> str | None:
+    """A custom tool's grammar goes into its description: the chat function
+    cannot enforce it, but the model can follow it."""
+    if not isinstance(fmt, dict) or fmt.get("type") != "grammar":
+        return description
+    definition = fmt.get("definition")
+    if not isinstance(definition, str) or not definition:
+        return description
+    syntax = fmt.get("syntax") if isinstance(fmt.get("syntax"), str) else "grammar"
+    rule = f"The input must follow this {syntax} grammar:\n{definition}"
+    return f"{description}\n\n{rule}" if description else rule
+
+
+def translate_tool_choice(choice: Any, names: ToolNames, dropped: list[str]) -> Any:
+    """The request's `tool_choice` for chat, or None to leave it out."""
+    if choice is None:
+        return None
+    if choice in ("auto", "none", "required"):
+        return choice
+    if isinstance(choice, dict):
+        kind = choice.get("type")
+        if kind in ("function", "custom") and isinstance(choice.get("name"), str):
+            return {"type": "function", "function": {"name": names.chat_name(choice["name"])}}
+        if kind == "allowed_tools" and choice.get("mode") in ("auto", "required"):
+            dropped.append("tool_choice.tools")
+            return choice["mode"]
+    dropped.append("tool_choice")  # a hosted tool's, or a shape chat has no use for
+    return None
