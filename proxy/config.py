@@ -20,7 +20,15 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from proxy.dialects import DEFAULT_DIALECT, DIALECTS, Dialect
+from proxy.dialects import (
+    DEFAULT_DIALECT,
+    DIALECT_NAMES,
+    DIALECTS,
+    MAKERS,
+    Dialect,
+    DialectSource,
+    host_dialect,
+)
 from proxy.errors import ConfigError
 from proxy.reasoning.tags import DEFAULT_TAGS, TagSet
 from proxy.settings import Overrides, config_overrides
@@ -77,9 +85,8 @@ class RouteModel(_Model):
     models: list[str] = Field(default_factory=lambda: ["*"], min_length=1)
     upstream: str
     api_key: SecretStr | None = None
-    dialect: Literal["openai", "deepseek", "kimi", "openrouter", "vllm", "minimax", "groq"] = (
-        DEFAULT_DIALECT  # type: ignore[assignment]
-    )
+    # auto: from the upstream host, else per request from the model name
+    dialect: str = "auto"
     reasoning: dict[str, Any] = Field(default_factory=dict)
     context_limit: int | None = Field(None, gt=0)
     compression_threshold: float = Field(0.85, gt=0, le=1)
@@ -100,6 +107,13 @@ class RouteModel(_Model):
         if parts.query or parts.fragment:
             raise ValueError("must not have a query or fragment")
         return value.rstrip("/")
+
+    @field_validator("dialect")
+    @classmethod
+    def _dialect_name(cls, value: str) -> str:
+        if value not in DIALECT_NAMES:
+            raise ValueError("must be one of: " + ", ".join(DIALECT_NAMES))
+        return value
 
     @field_validator("headers")
     @classmethod
@@ -170,6 +184,9 @@ class Route:
     idle_timeout: float
     headers: tuple[tuple[str, str], ...] = ()
     api: Literal["chat", "responses", "messages"] = "chat"
+    # where `dialect` came from: the config, the upstream host, or nowhere
+    # (then the model name decides per request, else openai)
+    dialect_source: DialectSource = "config"
 
     @property
     def catch_all(self) -> bool:
@@ -301,12 +318,14 @@ def _route(model: RouteModel, index: int) -> Route:
         tags = TagSet.of(model.tags)
     except ValueError as exc:
         raise ValueError(f"{where}.tags: {exc}") from None
+    dialect, source = route_dialect(model.dialect, model.upstream)
     return Route(
         name=model.name,
         models=tuple(model.models),
         upstream=model.upstream,
         api_key=Secret(key) if (key := _plain(model.api_key)) else None,
-        dialect=DIALECTS[model.dialect],
+        dialect=dialect,
+        dialect_source=source,
         reasoning=config_overrides(model.reasoning, f"{where}.reasoning"),
         context_limit=model.context_limit,
         compression_threshold=model.compression_threshold,
@@ -317,6 +336,17 @@ def _route(model: RouteModel, index: int) -> Route:
         headers=tuple(model.headers.items()),
         api=model.api,
     )
+
+
+def route_dialect(name: str, upstream: str) -> tuple[Dialect, DialectSource]:
+    """A route's dialect and where it came from: the config's name, else the
+    upstream host's dialect, else openai until the model name says more."""
+    if name != "auto":
+        return DIALECTS[name], "config"
+    found = host_dialect(urlsplit(upstream).hostname or "")
+    if found is not None:
+        return found, "host"
+    return DIALECTS[DEFAULT_DIALECT], "model"
 
 
 def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
@@ -333,7 +363,8 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
 
 
 def upstream_config(upstream: str, env: Mapping[str, str] | None = None) -> Config:
-    """`--upstream URL` alone: one catch-all route with the openai dialect."""
+    """`--upstream URL` alone: one catch-all route whose dialect is detected
+    (host, then model name per request)."""
     return build_config(
         {"routes": [{"name": "default", "models": ["*"], "upstream": upstream}]},
         env=env,
@@ -376,7 +407,8 @@ def describe(config: Config) -> dict[str, Any]:
                 "models": list(r.models),
                 "upstream": r.upstream,
                 "api_key": secret(r.api_key) or "<forward the client's Authorization>",
-                "dialect": r.dialect.name,
+                "dialect": r.dialect.name if r.dialect_source != "model" else "auto",
+                "dialect_detection": dialect_detection(r),
                 "reasoning": dict(r.reasoning),
                 "context_limit": r.context_limit,
                 "compression_threshold": r.compression_threshold,
@@ -389,3 +421,18 @@ def describe(config: Config) -> dict[str, Any]:
             for r in config.routes
         ],
     }
+
+
+def dialect_detection(route: Route) -> str:
+    """How a route's dialect is decided, for check-config."""
+    if route.dialect_source == "config":
+        said = f"set in the config ({route.dialect.name})"
+    elif route.dialect_source == "host":
+        host = urlsplit(route.upstream).hostname
+        said = f"from the upstream host {host} ({route.dialect.name})"
+    else:
+        makers = "; ".join(f"/{regex}/ -> {name}" for regex, name in MAKERS)
+        return "per request from the model name (" + makers + "), else " + DEFAULT_DIALECT
+    if route.dialect.multi_vendor:
+        said += "; tool-call turns also get reasoning back where the model's maker needs it"
+    return said

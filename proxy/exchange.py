@@ -19,7 +19,14 @@ from typing import Any
 import orjson
 
 from proxy.config import Route
-from proxy.dialects import apply_params, request_params
+from proxy.dialects import (
+    DEFAULT_DIALECT,
+    DIALECTS,
+    Dialect,
+    apply_params,
+    dialect_for,
+    plan_params,
+)
 from proxy.errors import BadRequest, NotFound, Unauthorized, UnknownProfile
 from proxy.history.context import EgressPlan
 from proxy.history.keys import ConversationKey
@@ -58,6 +65,8 @@ class Exchange:
     turn: Turn | None = None
     stored: bool = False
     watcher: TurnWatcher | None = None  # set while someone watches the live feed
+    # the dialect this request got (route, host or model name; see dialect_for)
+    dialect: Dialect = DIALECTS[DEFAULT_DIALECT]
 
     @property
     def context(self) -> dict[str, int]:
@@ -109,7 +118,9 @@ class Planner:
                 "messages must be a non-empty array.", param="messages", code="invalid_messages"
             )
         model = payload.get("model")
-        route = self.route(model if isinstance(model, str) else None)
+        model_name = model if isinstance(model, str) else None
+        route = self.route(model_name)
+        dialect = dialect_for(route.dialect, route.dialect_source, model_name)
         settings = resolve(rt.config.defaults, route.reasoning, profile, from_headers)
         tenant = rt.tenant(authorization)
         key = ConversationKey(
@@ -121,15 +132,21 @@ class Planner:
             messages=messages,
             tools=payload.get("tools"),
             route=route,
+            dialect=dialect,
             settings=settings,
         )
         payload["messages"] = plan.result.messages
-        apply_params(payload, request_params(route.dialect, settings), frozenset(from_headers))
+        params = plan_params(dialect, settings, model_name or "")
+        apply_params(payload, params.params, frozenset(from_headers))
         extra = [
             ("x-context-tokens-effective", str(plan.effective)),
             ("x-context-tokens-raw", str(plan.raw)),
             ("x-conversation-id", key.conversation),
+            ("x-reasoning-dialect", dialect.name),
         ]
+        ignored = ignored_settings(dialect, settings, params.ignored)
+        if ignored:
+            extra.append(("x-reasoning-ignored", ", ".join(ignored)))
         if route.context_limit:
             extra.append(("x-context-limit", str(route.context_limit)))
         if plan.compressed:
@@ -143,6 +160,7 @@ class Planner:
             stream=payload.get("stream") is True,
             upstream_headers=upstream_headers(headers, route, authorization, json=True),
             extra_headers=extra,
+            dialect=dialect,
         )
 
     async def _profile(self, name: str | None) -> dict[str, Any] | None:
@@ -161,6 +179,16 @@ class Planner:
                 f"{PROFILE_HEADER} names no profile of this proxy.", param=PROFILE_HEADER
             )
         return config_overrides(stored, "profile")
+
+
+def ignored_settings(
+    dialect: Dialect, settings: ReasoningSettings, unsent: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The settings this upstream cannot honour: request parameters it has no
+    place for, and reasoning asked back (`true`) where it may never go."""
+    if settings.include_in_context is True and dialect.never_send:
+        return (*unsent, "include_in_context")
+    return unsent
 
 
 def upstream_headers(

@@ -17,7 +17,10 @@ from typing import Any, Literal
 from proxy.errors import InvalidConversationId, InvalidSetting
 from proxy.reasoning.blocks import StripPolicy
 
-Effort = Literal["minimal", "low", "medium", "high"]
+Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+# auto: the dialect decides (reasoning back on tool-call turns where the
+# upstream needs it there, nothing elsewhere)
+IncludeInContext = bool | Literal["auto"]
 Format = Literal["field", "native"]
 Overrides = Mapping[str, Any]
 
@@ -25,7 +28,7 @@ Overrides = Mapping[str, Any]
 @dataclass(frozen=True, slots=True)
 class ReasoningSettings:
     enabled: bool = True
-    include_in_context: bool = False
+    include_in_context: IncludeInContext = "auto"
     include_in_response: bool = True
     effort: Effort | None = None
     max_tokens: int | None = None
@@ -46,25 +49,29 @@ class Setting:
     field: str
     header: str
     alias: str
-    kind: Literal["bool", "choice", "positive_int"]
+    kind: Literal["bool", "auto_bool", "choice", "positive_int"]
     choices: tuple[str, ...] = ()
 
     @property
     def allowed(self) -> str:
         if self.kind == "bool":
             return "true, false"
+        if self.kind == "auto_bool":
+            return "auto, true, false"
         if self.kind == "positive_int":
             return "a positive integer"
         return ", ".join(self.choices)
 
     def parse(self, raw: object) -> Any:
         """The canonical value, or ValueError naming what is allowed."""
-        if self.kind == "bool":
+        if self.kind in ("bool", "auto_bool"):
             if isinstance(raw, bool):
                 return raw
             text = str(raw).strip().lower()
             if text in ("true", "false"):
                 return text == "true"
+            if text == "auto" and self.kind == "auto_bool":
+                return "auto"
         elif self.kind == "positive_int":
             if isinstance(raw, bool):
                 raise ValueError(self.allowed)
@@ -81,10 +88,16 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("enabled", "X-Reasoning-Enabled", "enabled", "bool"),
-    Setting("include_in_context", "X-Reasoning-Include-In-Context", "includeInContext", "bool"),
+    Setting(
+        "include_in_context", "X-Reasoning-Include-In-Context", "includeInContext", "auto_bool"
+    ),
     Setting("include_in_response", "X-Reasoning-Include-In-Response", "includeInResponse", "bool"),
     Setting(
-        "effort", "X-Reasoning-Effort", "effort", "choice", ("minimal", "low", "medium", "high")
+        "effort",
+        "X-Reasoning-Effort",
+        "effort",
+        "choice",
+        ("none", "minimal", "low", "medium", "high", "xhigh"),
     ),
     Setting("max_tokens", "X-Reasoning-Max-Tokens", "maxTokens", "positive_int"),
     Setting("format", "X-Reasoning-Format", "format", "choice", ("field", "native")),
@@ -145,7 +158,7 @@ def config_overrides(mapping: Mapping[str, Any], where: str) -> dict[str, Any]:
             raise ValueError(f"{where}: unknown reasoning setting {key!r} (known: {known})")
         if setting.field in out:
             raise ValueError(f"{where}: {setting.field} is given twice (with its alias)")
-        if raw is None and setting.kind != "bool":
+        if raw is None and setting.kind not in ("bool", "auto_bool"):
             out[setting.field] = None
             continue
         try:

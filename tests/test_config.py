@@ -28,10 +28,29 @@ def config(**top: Any) -> dict[str, Any]:
         ({**config(), "extra": 1}, "extra: unknown key"),
         ({"routes": []}, "routes"),
         ({"routes": [{"name": "r", "upstream": "ftp://x"}]}, "http:// or https://"),
-        ({"routes": [{"name": "r", "upstream": UP, "dialect": "bard"}]}, "routes[0].dialect"),
+        (
+            {"routes": [{"name": "r", "upstream": UP, "dialect": "bard"}]},
+            "routes[0].dialect: Value error, must be one of: auto, openai, deepseek, kimi,",
+        ),
+        (
+            {"routes": [{"name": "r", "upstream": UP, "dialect": "atuo"}]},
+            "must be one of: auto, openai",
+        ),
         (
             {"routes": [{"name": "r", "upstream": UP, "reasoning": {"effort": "max"}}]},
-            "routes[0].reasoning.effort must be one of: minimal, low, medium, high",
+            "routes[0].reasoning.effort must be one of: none, minimal, low, medium, high, xhigh",
+        ),
+        (
+            {
+                "routes": [
+                    {"name": "r", "upstream": UP, "reasoning": {"include_in_context": "atuo"}}
+                ]
+            },
+            "routes[0].reasoning.include_in_context must be one of: auto, true, false",
+        ),
+        (
+            {"routes": [{"name": "r", "upstream": UP, "reasoning": {"include_in_context": None}}]},
+            "routes[0].reasoning.include_in_context must be one of: auto, true, false",
         ),
         (
             {"routes": [{"name": "r", "upstream": UP, "reasoning": {"bogus": 1}}]},
@@ -118,7 +137,8 @@ def test_check_config_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     )
     assert main(["check-config", str(good)]) == 0
     out = capsys.readouterr()
-    assert '"dialect": "openai"' in out.out
+    assert '"dialect": "auto"' in out.out
+    assert "per request from the model name (/kimi|moonshot/ -> kimi;" in out.out
     assert "sk-hidden" not in out.out + out.err
     bad = tmp_path / "bad.yaml"
     bad.write_text("routes:\n  - name: r\n    upstream: http://x/v1\n    colour: red\n")
@@ -140,3 +160,74 @@ def test_python_dash_m_proxy_runs_the_cli() -> None:
     )
     assert result.returncode == 2
     assert "nothing to proxy to" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("upstream", "dialect", "source"),
+    [
+        ("https://api.deepseek.com", "deepseek", "host"),
+        ("https://api.moonshot.ai/v1", "kimi", "host"),
+        ("https://api.moonshot.cn/v1", "kimi", "host"),
+        ("https://openrouter.ai/api/v1", "openrouter", "host"),
+        ("https://api.groq.com/openai/v1", "groq", "host"),
+        ("https://api.minimax.io/v1", "minimax", "host"),
+        ("https://api.minimaxi.com/v1", "minimax", "host"),
+        ("https://open.bigmodel.cn/api/paas/v4", "glm", "host"),
+        ("https://api.z.ai/api/paas/v4", "glm", "host"),
+        ("https://dashscope.aliyuncs.com/compatible-mode/v1", "dashscope", "host"),
+        ("https://dashscope-intl.aliyuncs.com/compatible-mode/v1", "dashscope", "host"),
+        ("https://api.x.ai/v1", "xai", "host"),
+        ("https://generativelanguage.googleapis.com/v1beta/openai", "gemini", "host"),
+        ("https://api.openai.com/v1", "openai", "host"),
+        ("https://API.Together.xyz/v1", "together", "host"),
+        ("https://api.fireworks.ai/inference/v1", "fireworks", "host"),
+        ("http://127.0.0.1:8000/v1", "openai", "model"),
+        ("https://deepseek.example.com/v1", "openai", "model"),  # only the real host counts
+    ],
+)
+def test_a_route_without_dialect_takes_the_hosts(upstream: str, dialect: str, source: str) -> None:
+    (route,) = build_config({"routes": [{"name": "r", "upstream": upstream}]}, env={}).routes
+    assert (route.dialect.name, route.dialect_source) == (dialect, source)
+    auto = build_config(
+        {"routes": [{"name": "r", "upstream": upstream, "dialect": "auto"}]}, env={}
+    ).routes[0]
+    assert (auto.dialect, auto.dialect_source) == (route.dialect, route.dialect_source)
+    explicit = build_config(
+        {"routes": [{"name": "r", "upstream": upstream, "dialect": "groq"}]}, env={}
+    ).routes[0]
+    assert (explicit.dialect.name, explicit.dialect_source) == ("groq", "config")
+
+
+def test_check_config_says_how_each_route_gets_its_dialect() -> None:
+    cfg = build_config(
+        {
+            "routes": [
+                {"name": "set", "models": ["a"], "upstream": UP, "dialect": "kimi"},
+                {"name": "host", "models": ["b"], "upstream": "https://api.moonshot.ai/v1"},
+                {"name": "multi", "models": ["c"], "upstream": "https://openrouter.ai/api/v1"},
+                {"name": "open", "upstream": UP},
+            ]
+        },
+        env={},
+    )
+    routes = {r["name"]: r for r in describe(cfg)["routes"]}
+    assert routes["set"]["dialect"] == "kimi"
+    assert routes["set"]["dialect_detection"] == "set in the config (kimi)"
+    assert routes["host"]["dialect"] == "kimi"
+    assert routes["host"]["dialect_detection"] == "from the upstream host api.moonshot.ai (kimi)"
+    assert routes["multi"]["dialect"] == "openrouter"
+    assert "where the model's maker needs it" in routes["multi"]["dialect_detection"]
+    assert routes["open"]["dialect"] == "auto"
+    assert routes["open"]["dialect_detection"].startswith("per request from the model name")
+    assert routes["open"]["dialect_detection"].endswith("else openai")
+
+
+def test_include_in_context_takes_auto_true_and_false() -> None:
+    assert ReasoningSettings().include_in_context == "auto"
+    assert config_overrides({"include_in_context": "AUTO"}, "x") == {"include_in_context": "auto"}
+    assert config_overrides({"includeInContext": False}, "x") == {"include_in_context": False}
+    assert header_overrides([("x-reasoning-include-in-context", " Auto ")]) == {
+        "include_in_context": "auto"
+    }
+    with pytest.raises(InvalidSetting, match="must be one of: auto, true, false"):
+        header_overrides([("x-reasoning-include-in-context", "yes")])

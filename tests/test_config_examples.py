@@ -22,7 +22,7 @@ ROUTES = {
     "deepseek.yaml": {"deepseek": "deepseek"},
     "kimi.yaml": {"kimi": "kimi"},
     "openrouter.yaml": {"openrouter": "openrouter"},
-    "vllm.yaml": {"vllm": "vllm", "sglang": "openai"},
+    "vllm.yaml": {"vllm": "vllm", "sglang": "sglang"},
     "minimax.yaml": {"minimax": "minimax"},
     "groq.yaml": {"groq-gpt-oss": "groq", "groq-qwen3": "groq", "groq-other": "groq"},
     "ollama.yaml": {"ollama": "openai"},

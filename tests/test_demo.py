@@ -399,7 +399,7 @@ def test_the_demo_config_has_one_route_per_model_and_a_catch_all() -> None:
     assert config.route_for(None) is config.routes[-1]
     by_name = {r.name: r for r in config.routes}
     assert by_name["demo-kimi"].dialect.name == "kimi"
-    assert by_name["demo-kimi"].reasoning == {"include_in_context": True}
+    assert by_name["demo-kimi"].reasoning == {}  # include_in_context auto does the job
     assert by_name["demo-qwen"].implicit_open_tag
     assert not by_name["demo-deepseek"].implicit_open_tag
     for name in ("demo-openrouter", "demo-vllm", "demo-minimax"):

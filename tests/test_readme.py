@@ -45,6 +45,8 @@ def test_header_table_matches_the_settings() -> None:
             assert re.findall(r"`([^`]+)`", values) == list(setting.choices)
         elif setting.kind == "bool":
             assert re.findall(r"`([^`]+)`", values) == ["true", "false"]
+        elif setting.kind == "auto_bool":
+            assert re.findall(r"`([^`]+)`", values) == ["auto", "true", "false"]
         current = getattr(DEFAULTS, setting.field)
         shown = "unset" if current is None else str(current).lower()
         assert default == shown, setting.header

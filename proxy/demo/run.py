@@ -32,8 +32,9 @@ ENV_DELAY_MS = "REASONING_PROXY_DEMO_DELAY_MS"  # milliseconds between stream ev
 # imitates, plus what that provider needs (see config/ for the real ones).
 DEMO_ROUTES: dict[str, dict[str, Any]] = {
     "demo-deepseek": {"dialect": "deepseek"},
-    # Kimi refuses tool-call turns without their reasoning: send it back.
-    "demo-kimi": {"dialect": "kimi", "reasoning": {"include_in_context": True}},
+    # Kimi refuses tool-call turns without their reasoning: the dialect's
+    # `include_in_context: auto` (the default) sends it back there.
+    "demo-kimi": {"dialect": "kimi"},
     # These three take reasoning back in their own shape, not reasoning_content.
     "demo-openrouter": {"dialect": "openrouter", "reasoning": {"format": "native"}},
     "demo-vllm": {"dialect": "vllm", "reasoning": {"format": "native"}},

@@ -22,6 +22,7 @@ from proxy.history.egress import AssistantMessage, EgressResult, Reasoning, buil
 from proxy.history.keys import content_text
 from proxy.reasoning.blocks import StripPolicy, tighter_policy
 from proxy.reasoning.native import details_text
+from proxy.settings import IncludeInContext
 
 Count = Callable[[str], int]
 
@@ -74,7 +75,7 @@ def plan_egress(
     known: Sequence[Reasoning | None],
     *,
     dialect: Dialect,
-    include: bool,
+    include: IncludeInContext,
     strip: StripPolicy,
     native_format: bool,
     context_limit: int | None,

@@ -5,9 +5,10 @@ For each assistant message, its reasoning is what the message itself carries
 tags in `content`, which are always removed from `content`), else the stored
 turn it matches (by tool-call id, then by content fingerprint). Then, read
 fresh for this request: the strip policy picks which messages keep it,
-include-in-context decides whether any is sent, and the route's dialect
-decides how. The client's message objects and the stored turns are never
-modified: changed messages are copies.
+include-in-context decides whether any is sent (`auto`: on tool-call turns,
+where the dialect wants it there, in the dialect's own form), and the
+dialect decides how. The client's message objects and the stored turns are
+never modified: changed messages are copies.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from proxy.reasoning.blocks import (
 from proxy.reasoning.native import REASONING_FIELDS, native_text
 from proxy.reasoning.tags import Reasoning as TagReasoning
 from proxy.reasoning.tags import TagSet, TagSplitter, Visible
+from proxy.settings import IncludeInContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +228,7 @@ def build_upstream_messages(
     known: Sequence[Reasoning | None],
     *,
     dialect: Dialect,
-    include: bool,
+    include: IncludeInContext,
     strip: StripPolicy,
     native_format: bool,
 ) -> EgressResult:
@@ -235,6 +237,13 @@ def build_upstream_messages(
     kept = filter_for_context(list(known), strip) if include else [None] * len(known)
     if dialect.never_send:
         kept = [None] * len(known)
+    if include == "auto":
+        # the dialect decides: its own form, on the tool-call turns it needs
+        native_format = True
+        kept = [
+            k if dialect.auto_include and a.tool_call_ids else None
+            for a, k in zip(assistants, kept, strict=True)
+        ]
     out: list[Json] = list(messages)
     reinjected = stripped = 0
     sent: list[Reasoning | None] = []
@@ -246,6 +255,8 @@ def build_upstream_messages(
         if "content" in original:
             message["content"] = a.content
         _write(message, keep, dialect, native_format, bool(a.tool_call_ids))
+        if a.tool_call_ids and dialect.tool_call_signature is not None:
+            _sign_first_call(message, *dialect.tool_call_signature)
         out[a.position] = message
         sent.append(keep)
         if keep is not None and keep.from_store:
@@ -253,6 +264,33 @@ def build_upstream_messages(
         if reasoning is not None and not reasoning.empty and keep is None:
             stripped += 1
     return EgressResult(out, reinjected, stripped, sent)
+
+
+def _sign_first_call(message: Json, path: tuple[str, ...], value: str) -> None:
+    """Put `value` at `path` in the message's first tool call when the client
+    sent nothing there (a copy: the client's objects stay as they were)."""
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list) or not calls or not isinstance(calls[0], dict):
+        return
+    first = calls[0]
+    target: Any = first
+    for key in path[:-1]:
+        target = target.get(key) if isinstance(target, dict) else None
+    if isinstance(target, dict) and target.get(path[-1]):
+        return
+    message["tool_calls"] = [_with_path(first, path, value), *calls[1:]]
+
+
+def _with_path(obj: Json, path: tuple[str, ...], value: str) -> Json:
+    """A copy of `obj` with `value` at `path` (dicts on the way copied too)."""
+    out = dict(obj)
+    head = path[0]
+    if len(path) == 1:
+        out[head] = value
+    else:
+        child = obj.get(head)
+        out[head] = _with_path(child if isinstance(child, dict) else {}, path[1:], value)
+    return out
 
 
 def _write(

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from proxy.config import Route
+from proxy.dialects import Dialect
 from proxy.errors import StoreUnavailable
 from proxy.history.context import EgressPlan, plan_egress
 from proxy.history.egress import find_stored, known_reasoning, read_assistants, turn_refs_of
@@ -135,9 +136,12 @@ class History:
         tools: Any,
         route: Route,
         settings: ReasoningSettings,
+        dialect: Dialect | None = None,
     ) -> EgressPlan:
         """What goes upstream for these messages. `scoped`: the client named
-        the conversation, so stored turns are looked for only in it."""
+        the conversation, so stored turns are looked for only in it.
+        `dialect`: the one this request got (default: the route's)."""
+        dialect = dialect or route.dialect
         assistants = read_assistants(messages, route.tags)
         try:
             stored = await find_stored(self.reads, key, scoped, assistants)
@@ -149,7 +153,7 @@ class History:
             tools,
             assistants,
             known_reasoning(assistants, stored),
-            dialect=route.dialect,
+            dialect=dialect,
             include=settings.include_in_context,
             strip=settings.strip_from_context,
             native_format=settings.format == "native",
@@ -158,11 +162,10 @@ class History:
             count=self.count,
         )
         metrics = self.metrics
-        dialect = route.dialect.name
         if plan.result.reinjected:
-            metrics.child(metrics.reinjected, dialect).inc(plan.result.reinjected)
+            metrics.child(metrics.reinjected, dialect.name).inc(plan.result.reinjected)
         if plan.result.stripped:
-            metrics.child(metrics.stripped, dialect).inc(plan.result.stripped)
+            metrics.child(metrics.stripped, dialect.name).inc(plan.result.stripped)
         if plan.compressed:
             metrics.child(metrics.compressions, plan.compressed).inc()
         return plan

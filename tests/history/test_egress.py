@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from proxy.dialects import DIALECTS, apply_params, request_params
+from proxy.dialects import DIALECTS, apply_params, dialect_for, request_params
 from proxy.history.context import plan_egress, request_tokens
 from proxy.history.egress import (
     Reasoning,
@@ -37,7 +37,7 @@ def build(
     dialect: str,
     known: list[Reasoning | None],
     *,
-    include: bool = True,
+    include: bool | str = True,
     native: bool = False,
     strip: Any = "none",
     messages: list[Any] = MESSAGES,
@@ -48,7 +48,7 @@ def build(
         assistants,
         known,
         dialect=DIALECTS[dialect],
-        include=include,
+        include=include,  # type: ignore[arg-type]
         strip=strip,
         native_format=native,
     )
@@ -172,43 +172,6 @@ def test_stored_turn_reasoning_leaves_out_shadow_copies() -> None:
     _ = ToolCall  # (tool-call turns are matched in the end-to-end tests)
 
 
-@pytest.mark.parametrize(
-    ("dialect", "settings", "expected"),
-    [
-        ("openai", ReasoningSettings(effort="low"), {"reasoning_effort": "low"}),
-        ("openai", ReasoningSettings(max_tokens=100), {}),
-        (
-            "deepseek",
-            ReasoningSettings(effort="high"),
-            {"thinking": {"type": "enabled"}, "reasoning_effort": "high"},
-        ),
-        ("kimi", ReasoningSettings(effort="high", max_tokens=5), {}),
-        ("openrouter", ReasoningSettings(effort="medium"), {"reasoning": {"effort": "medium"}}),
-        ("openrouter", ReasoningSettings(max_tokens=900), {"reasoning": {"max_tokens": 900}}),
-        (
-            "openrouter",
-            ReasoningSettings(effort="low", max_tokens=900),
-            {"reasoning": {"effort": "low"}},
-        ),
-        (
-            "vllm",
-            ReasoningSettings(max_tokens=256),
-            {"chat_template_kwargs": {"enable_thinking": True}, "thinking_token_budget": 256},
-        ),
-        ("minimax", ReasoningSettings(effort="low"), {"reasoning_split": True}),
-        ("groq", ReasoningSettings(effort="minimal"), {"reasoning_effort": "low"}),
-        ("groq", ReasoningSettings(effort="high", enabled=False), {}),
-        ("openai", ReasoningSettings(), {}),
-    ],
-)
-def test_request_params(
-    dialect: str, settings: ReasoningSettings, expected: dict[str, Any]
-) -> None:
-    body: dict[str, Any] = {}
-    apply_params(body, request_params(DIALECTS[dialect], settings), frozenset())
-    assert body == expected
-
-
 def test_client_params_win_unless_from_a_header() -> None:
     params = request_params(DIALECTS["vllm"], ReasoningSettings(max_tokens=10))
     body: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": False, "x": 1}}
@@ -246,3 +209,84 @@ def test_tokens_count_what_is_sent() -> None:
         count=count,
     )
     assert (plan.raw - plan.effective, plan.compressed) == (3, None)
+
+
+@pytest.mark.parametrize(
+    ("dialect", "expected"),
+    [
+        # the tool-call turn gets its reasoning back in the dialect's own form
+        ("kimi", {"reasoning_content": "T2"}),
+        ("deepseek", {"reasoning_content": "T2"}),
+        ("glm", {"reasoning_content": "T2"}),
+        ("fireworks", {"reasoning_content": "T2"}),
+        ("openrouter", {"reasoning": "T2"}),
+        ("minimax", {"content": "<think>\nT2\n</think>\n\n"}),
+        # dialects that do not want it: nothing (deepseek's key stays above)
+        ("openai", {}),
+        ("vllm", {}),
+        ("groq", {}),
+        ("gemini", {}),
+    ],
+)
+def test_auto_sends_reasoning_back_on_tool_call_turns_only(
+    dialect: str, expected: dict[str, Any]
+) -> None:
+    plain, tool_turn = build(dialect, KNOWN, include="auto")
+    assert plain == {"role": "assistant", "content": "a1"}  # no reasoning on other turns
+    reasoning = {k: v for k, v in tool_turn.items() if k not in ("role", "tool_calls")}
+    if dialect != "minimax":
+        assert reasoning.pop("content") is None
+    if dialect == "gemini":
+        assert tool_turn["tool_calls"][0]["extra_content"] == {
+            "google": {"thought_signature": "skip_thought_signature_validator"}
+        }
+    else:
+        assert tool_turn["tool_calls"] == [CALL]
+    assert reasoning == expected
+
+
+def test_auto_on_a_tool_turn_without_reasoning_keeps_the_required_key() -> None:
+    (_, kimi) = build("kimi", [None, None], include="auto")
+    assert kimi["reasoning_content"] == " "
+    (_, deepseek) = build("deepseek", [None, None], include="auto")
+    assert deepseek["reasoning_content"] == ""
+
+
+def test_auto_borrows_the_makers_need_on_multi_vendor_upstreams() -> None:
+    together = DIALECTS["together"]
+    assert not together.auto_include
+    for_kimi = dialect_for(together, "config", "moonshotai/Kimi-K2-Thinking")
+    assert for_kimi.auto_include
+    assert for_kimi.name == "together"
+    assert dialect_for(together, "config", "Qwen/Qwen3-8B") is together
+    assistants = read_assistants(MESSAGES, DEFAULT_TAG_SET)
+    result = build_upstream_messages(
+        MESSAGES,
+        assistants,
+        KNOWN,
+        dialect=for_kimi,
+        include="auto",
+        strip="none",
+        native_format=False,
+    )
+    assert result.messages[3]["reasoning"] == "T2"  # together's own field
+    assert "reasoning" not in result.messages[1]
+
+
+def test_a_signature_the_client_sent_is_kept() -> None:
+    signed = {**CALL, "extra_content": {"google": {"thought_signature": "REAL"}}}
+    second = {**CALL, "id": "call_2"}
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [signed, second]},
+    ]
+    (out,) = build("gemini", [None], include=False, messages=messages)
+    assert out["tool_calls"] == [signed, second]
+    unsigned = [{"role": "assistant", "content": None, "tool_calls": [dict(CALL), second]}]
+    (out,) = build("gemini", [None], include=False, messages=unsigned)
+    first = out["tool_calls"][0]
+    assert (
+        first["extra_content"]["google"]["thought_signature"] == "skip_thought_signature_validator"
+    )
+    assert out["tool_calls"][1] == second  # only the first call of a step carries one
+    assert "extra_content" not in unsigned[0]["tool_calls"][0]  # the client's object is untouched
