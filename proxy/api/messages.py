@@ -8,8 +8,10 @@ headers, unless the client sent those itself), thinking blocks coming back
 are opened from their sealed signatures, and the chat payload is planned
 like any chat completion (`Planner.chat`: route, tenant, history). The
 answer goes back through `MessagesEncoder`. To a Messages upstream (`api:
-messages`) the request passes through (`proxy.api.messages_native`). Any
-other upstream API is a 400 `unsupported_upstream_api`.
+messages`) the request is planned the same way, then its own body passes
+through with the settings applied and signatures opened
+(`proxy.api.messages_native`). Any other upstream API is a 400
+`unsupported_upstream_api`.
 
 Credentials: `x-api-key` is the client's key exactly as `Authorization` is
 (one key is one tenant, whichever header carries it); it reaches a Chat
@@ -37,19 +39,34 @@ from proxy.api.asgi import (
 )
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
+from proxy.api.messages_native import forward_native, native_headers
+from proxy.api.relay import Progress
 from proxy.api.trace import Trace
 from proxy.errors import BadRequest, ProxyError
 from proxy.exchange import Exchange, Planner, parse_json_object
 from proxy.history.context import request_tokens
+from proxy.messages.native import native_request
 from proxy.messages.request import Translation, translate
 from proxy.messages.shapes import error_object, error_type_of_status
 from proxy.messages.stream import MessagesEncoder
 from proxy.runtime import Runtime
 from proxy.sealing import Sealed
-from proxy.settings import header_overrides
+from proxy.settings import ReasoningSettings, header_overrides
 
 log = logging.getLogger("proxy.messages")
 
+# the proxy's effort settings as Messages' output_config.effort
+MESSAGES_EFFORT = {
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "xhigh",
+}
+# the planner's response headers that hold for a Messages upstream too
+NATIVE_EXTRA = frozenset(
+    ("x-context-tokens-effective", "x-context-tokens-raw", "x-conversation-id", "x-context-limit")
+)
 DROPPED_FIELDS = "x-proxy-dropped-fields"
 DROPPED_TOOLS = "x-proxy-dropped-tools"
 
@@ -97,17 +114,20 @@ class MessagesEndpoint(Door):
         self, headers: list[tuple[str, str]], receive: Receive
     ) -> tuple[Exchange, Encoder | None]:
         rt = self.rt
+        original = headers
         headers = client_credential(headers)
         authorization = self.planner.authorize(headers)
         header_overrides(headers)  # a bad X-Reasoning-* header costs no upload
         body = parse_json_object(await read_body(receive, rt.config.limits.max_body_bytes))
         model = body.get("model")
         route = self.planner.route(model if isinstance(model, str) else None)
-        if route.api != "chat":
+        if route.api not in ("chat", "messages"):
             raise unsupported_api(route.api)
         tenant = rt.tenant(authorization)
         t = translate(body, self._opener(tenant))
         ex = await self.planner.chat(chat_headers(headers, t), _bytes(orjson.dumps(t.payload)))
+        if route.api == "messages":
+            return self._native(ex, body, original, headers), None
         encoder = MessagesEncoder(
             model=t.payload["model"],
             seal=self._sealer(ex.key.tenant),
@@ -118,6 +138,30 @@ class MessagesEndpoint(Door):
             max_line_bytes=rt.config.limits.max_sse_line_bytes,
         )
         return ex, encoder
+
+    def _native(
+        self,
+        ex: Exchange,
+        body: dict[str, Any],
+        original: list[tuple[str, str]],
+        headers: list[tuple[str, str]],
+    ) -> Exchange:
+        """The exchange, planned like any other, turned to a Messages upstream:
+        the client's own body (signatures opened, the reasoning settings
+        written as Messages parameters) and headers."""
+        params = native_params(ex.settings, header_overrides(headers))
+        ex.payload, _ = native_request(body, self._opener(ex.key.tenant), params)
+        ex.stream = ex.payload.get("stream") is True
+        ex.upstream_headers = native_headers(original, ex.route)
+        # what the chat planning said about a chat dialect does not apply
+        ex.extra_headers = [(k, v) for k, v in ex.extra_headers if k in NATIVE_EXTRA]
+        return ex
+
+    async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
+        if ex.route.api == "messages":
+            await forward_native(self, ex, trace, state, self._sealer(ex.key.tenant))
+        else:
+            await super().forward(ex, trace, state)
 
     def _opener(self, tenant: str) -> Callable[[Any], Sealed | None]:
         sealer = self.rt.sealer
@@ -138,6 +182,24 @@ class MessagesEndpoint(Door):
             return sealer.seal(tenant, Sealed(text, artefacts))
 
         return seal
+
+
+def native_params(settings: ReasoningSettings, from_headers: dict[str, Any]) -> dict[str, Any]:
+    """The reasoning settings as Messages parameters (`thinking`, the effort):
+    only those set somewhere (the defaults add nothing); they replace the
+    body's own when the client's X-Reasoning-* headers set them."""
+    params: dict[str, Any] = {
+        "override": any(k in from_headers for k in ("enabled", "max_tokens", "effort"))
+    }
+    if settings.enabled is False:
+        params["thinking"] = {"type": "disabled"}
+        return params
+    if settings.max_tokens is not None:
+        params["thinking"] = {"type": "enabled", "budget_tokens": settings.max_tokens}
+    effort = MESSAGES_EFFORT.get(str(settings.effort))
+    if effort is not None:
+        params["effort"] = effort
+    return params
 
 
 def chat_headers(headers: list[tuple[str, str]], t: Translation) -> list[tuple[str, str]]:

@@ -1,0 +1,297 @@
+"""An upstream that speaks Messages itself (route `api: messages`) (pure).
+
+The request passes through with two changes: thinking blocks coming back
+are opened from their sealed signatures and carry the upstream's own
+signature again (a block that does not open, or holds no upstream
+signature, is left out and counted), and the reasoning settings are written
+as Messages parameters where the body does not set them itself
+(`thinking`, `output_config.effort`).
+
+The response passes through with one change: each thinking block's
+signature becomes a sealed envelope of its text and the upstream's
+signature (`signature_delta` events are held until the block ends, then one
+carries the envelope). `NativeReader` reads the stream (or a whole Message)
+into a Turn for the store: thinking blocks with their signatures, text,
+tool calls, stop reason and usage. Stream states: open until
+`message_stop` (done) or an `error` event (failed); an upstream that closes
+before `message_stop` gets an error event, and the turn is incomplete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from proxy.messages.request import Opener
+from proxy.messages.shapes import error_object
+from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall, Turn
+from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong, encode_event
+
+Json = dict[str, Any]
+Seal = Callable[[str, Json], str]
+
+OPEN, DONE, FAILED = "open", "done", "failed"
+# Messages stop_reason -> the chat finish_reason a stored turn keeps
+FINISH_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
+def native_request(body: Json, open_signature: Opener, params: Json) -> tuple[Json, int]:
+    """The body to send a Messages upstream, and how many thinking blocks
+    were left out because their signature did not open. `params` are the
+    reasoning parameters (`thinking`, `output_config.effort`) the settings
+    ask for; they go where the body has none (or replace the body's when
+    `params["override"]` is true)."""
+    out = dict(body)
+    unopened = 0
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        restored = []
+        for message in messages:
+            if isinstance(message, dict) and message.get("role") == "assistant":
+                message, dropped = _restore(message, open_signature)
+                unopened += dropped
+            restored.append(message)
+        out["messages"] = restored
+    override = bool(params.get("override"))
+    thinking = params.get("thinking")
+    if thinking is not None and (override or "thinking" not in out):
+        out["thinking"] = thinking
+    effort = params.get("effort")
+    if effort is not None:
+        config = out.get("output_config")
+        config = dict(config) if isinstance(config, dict) else {}
+        if override or "effort" not in config:
+            config["effort"] = effort
+            out["output_config"] = config
+    return out, unopened
+
+
+def _restore(message: Json, open_signature: Opener) -> tuple[Json, int]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message, 0
+    blocks: list[Any] = []
+    dropped = 0
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "thinking":
+            sealed = open_signature(block.get("signature"))
+            signature = sealed.artefacts.get("signature") if sealed is not None else None
+            if sealed is None or not isinstance(signature, str) or not signature:
+                dropped += 1
+                continue
+            block = {**block, "thinking": sealed.reasoning, "signature": signature}
+        blocks.append(block)
+    return {**message, "content": blocks}, dropped
+
+
+def usage_as_chat(usage: Any) -> Json | None:
+    if not isinstance(usage, dict):
+        return None
+    prompt = sum(
+        v
+        for k in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        if isinstance(v := usage.get(k), int)
+    )
+    out: Json = {"prompt_tokens": prompt}
+    if isinstance(usage.get("output_tokens"), int):
+        out["completion_tokens"] = usage["output_tokens"]
+        out["total_tokens"] = prompt + usage["output_tokens"]
+    return out
+
+
+class _Block:
+    __slots__ = ("data", "id", "kind", "name", "signature", "text")
+
+    def __init__(self, start: Json) -> None:
+        self.kind = start.get("type")
+        self.text: list[str] = []
+        self.signature = start.get("signature") or ""
+        self.id = start.get("id")
+        self.name = start.get("name")
+        self.data = start.get("data")
+        for key in ("thinking", "text"):
+            if isinstance(start.get(key), str) and start[key]:
+                self.text.append(start[key])
+        if self.kind == "tool_use" and start.get("input"):
+            self.text.append(orjson.dumps(start["input"]).decode())
+
+    def part(self) -> ThinkingBlock | TextPart | ToolCall | None:
+        text = "".join(self.text)
+        if self.kind == "thinking":
+            return ThinkingBlock(text, "thinking", signature=self.signature or None)
+        if self.kind == "redacted_thinking":
+            item = {"type": "redacted_thinking", "data": self.data}
+            return ThinkingBlock("", "thinking", is_hidden=True, encrypted=(item,))
+        if self.kind == "text":
+            return TextPart(text) if text else None
+        if self.kind in ("tool_use", "server_tool_use"):
+            return ToolCall(self.id, self.name or "", text or "{}")
+        return None
+
+
+class NativeReader:
+    """One Messages response from a Messages upstream, passed on with sealed
+    signatures and read into a Turn (see the module docstring)."""
+
+    def __init__(self, seal: Seal, max_line_bytes: int = 1 << 22) -> None:
+        self.seal = seal
+        self.state = OPEN
+        self._decoder = SSEDecoder(max_line_bytes)
+        self._blocks: dict[Any, _Block] = {}
+        self._order: list[Any] = []
+        self._message: Json = {}
+        self._stop: Any = None
+        self._usage: Json = {}
+        self.error: str | None = None
+
+    def feed(self, data: bytes) -> bytes:
+        if self.state != OPEN:
+            return b""
+        try:
+            events = self._decoder.feed(data)
+        except SSELineTooLong as exc:
+            return self._fail("upstream_line_too_long", str(exc))
+        out: list[bytes] = []
+        for ev in events:
+            if self.state != OPEN:
+                break
+            if isinstance(ev, SSEComment):
+                out.append(b":" + ev.text + b"\n\n")
+                continue
+            assert isinstance(ev, SSEEvent)
+            out.append(self._event(ev))
+        return b"".join(out)
+
+    def finish(self) -> bytes:
+        """The upstream closed the stream."""
+        if self.state != OPEN:
+            return b""
+        return self._fail("upstream_closed", "The upstream closed the stream before it finished.")
+
+    def abort(self, code: str, message: str) -> bytes:
+        if self.state != OPEN:
+            return b""
+        return self._fail(code, message)
+
+    def whole(self, message: Json) -> Json:
+        """A whole Message, its thinking signatures sealed; the turn is read."""
+        content = message.get("content")
+        out = dict(message)
+        if isinstance(content, list):
+            sealed = []
+            for n, block in enumerate(content):
+                if not isinstance(block, dict):
+                    continue
+                self._blocks[n] = _Block(block)
+                self._order.append(n)
+                if block.get("type") == "thinking":
+                    thinking = block.get("thinking")
+                    text = thinking if isinstance(thinking, str) else ""
+                    block = {**block, "signature": self._sealed(text, block.get("signature"))}
+                sealed.append(block)
+            out["content"] = sealed
+        self._message = message
+        self._stop = message.get("stop_reason")
+        if isinstance(message.get("usage"), dict):
+            self._usage = dict(message["usage"])
+        self.state = DONE
+        return out
+
+    def turn(self) -> Turn:
+        parts = [p for k in self._order if (p := self._blocks[k].part()) is not None]
+        model = self._message.get("model")
+        message_id = self._message.get("id")
+        return Turn(
+            parts=tuple(parts),
+            finish_reason=FINISH_REASONS.get(self._stop, self._stop)
+            if isinstance(self._stop, str)
+            else None,
+            usage=usage_as_chat(self._usage) if self._usage else None,
+            complete=self.state == DONE,
+            model=model if isinstance(model, str) else None,
+            response_id=message_id if isinstance(message_id, str) else None,
+            error=self.error if self.state != DONE else None,
+        )
+
+    # -- internals -------------------------------------------------------------------
+
+    def _sealed(self, text: str, signature: Any) -> str:
+        artefacts = {"signature": signature} if isinstance(signature, str) and signature else {}
+        return self.seal(text, artefacts)
+
+    def _event(self, ev: SSEEvent) -> bytes:
+        passed = encode_event(ev.data, ev.event)
+        try:
+            data = orjson.loads(ev.data)
+        except orjson.JSONDecodeError:
+            return (
+                passed
+                if ev.event == "ping"
+                else self._fail(
+                    "malformed_upstream_event", "The upstream sent an event that is not JSON."
+                )
+            )
+        if not isinstance(data, dict):
+            return passed
+        kind = data.get("type")
+        if kind == "message_start" and isinstance(data.get("message"), dict):
+            self._message = data["message"]
+            if isinstance(self._message.get("usage"), dict):
+                self._usage = dict(self._message["usage"])
+        elif kind == "content_block_start" and isinstance(data.get("content_block"), dict):
+            index = data.get("index")
+            self._blocks[index] = _Block(data["content_block"])
+            self._order.append(index)
+        elif kind == "content_block_delta" and isinstance(data.get("delta"), dict):
+            block = self._blocks.get(data.get("index"))
+            if block is not None:
+                return self._delta(block, data["delta"], passed)
+        elif kind == "content_block_stop":
+            block = self._blocks.get(data.get("index"))
+            if block is not None and block.kind == "thinking":
+                signature = self._sealed("".join(block.text), block.signature)
+                sign = {
+                    "type": "content_block_delta",
+                    "index": data.get("index"),
+                    "delta": {"type": "signature_delta", "signature": signature},
+                }
+                return encode_event(orjson.dumps(sign), "content_block_delta") + passed
+        elif kind == "message_delta":
+            delta = data.get("delta")
+            if isinstance(delta, dict) and delta.get("stop_reason") is not None:
+                self._stop = delta["stop_reason"]
+            if isinstance(data.get("usage"), dict):
+                self._usage.update({k: v for k, v in data["usage"].items() if v is not None})
+        elif kind == "message_stop":
+            self.state = DONE
+        elif kind == "error" or ev.event == "error":
+            self.state = FAILED
+            error = data.get("error")
+            self.error = error.get("type") if isinstance(error, dict) else "upstream_error"
+        return passed
+
+    def _delta(self, block: _Block, delta: Json, passed: bytes) -> bytes:
+        kind = delta.get("type")
+        if kind == "signature_delta":
+            if isinstance(delta.get("signature"), str):
+                block.signature += delta["signature"]
+            return b""  # the block's envelope goes out when it ends
+        for key in ("thinking", "text", "partial_json"):
+            value = delta.get(key)
+            if isinstance(value, str):
+                block.text.append(value)
+        return passed
+
+    def _fail(self, code: str, message: str) -> bytes:
+        self.state = FAILED
+        self.error = code
+        error = error_object("api_error", message)
+        return encode_event(orjson.dumps(error), "error")

@@ -1,0 +1,263 @@
+"""The Messages door to a Messages upstream (`api: messages`): the request
+passes through with the reasoning settings applied, thinking signatures are
+sealed on the way out and the upstream's own come back, the turn is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import orjson
+import pytest
+
+from tests.harness import FakeUpstream, Json, Stream, route_config, running_proxy
+from tests.messages_wire import accumulate, parse_events
+
+KEY = "sk-ant-client"
+OPEN: list[anthropic.Anthropic] = []
+
+
+def client(base: str, api_key: str = KEY) -> anthropic.Anthropic:
+    sdk = anthropic.Anthropic(base_url=base, api_key=api_key, max_retries=0)
+    OPEN.append(sdk)
+    return sdk
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while OPEN:
+        OPEN.pop().close()
+
+
+def ev(name: str, data: dict[str, Any]) -> bytes:
+    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps({"type": name, **data}) + b"\n\n"
+
+
+def anthropic_stream(signature: str = "upstream-sig-1") -> Stream:
+    message = {
+        "id": "msg_up",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-up",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 20, "output_tokens": 1},
+    }
+    return Stream(
+        [
+            ev("message_start", {"message": message}),
+            ev(
+                "content_block_start",
+                {
+                    "index": 0,
+                    "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+                },
+            ),
+            ev(
+                "content_block_delta",
+                {"index": 0, "delta": {"type": "thinking_delta", "thinking": "Let me "}},
+            ),
+            ev(
+                "content_block_delta",
+                {"index": 0, "delta": {"type": "thinking_delta", "thinking": "think."}},
+            ),
+            ev(
+                "content_block_delta",
+                {"index": 0, "delta": {"type": "signature_delta", "signature": signature}},
+            ),
+            ev("content_block_stop", {"index": 0}),
+            b'event: ping\ndata: {"type": "ping"}\n\n',
+            ev("content_block_start", {"index": 1, "content_block": {"type": "text", "text": ""}}),
+            ev(
+                "content_block_delta",
+                {"index": 1, "delta": {"type": "text_delta", "text": "Hello."}},
+            ),
+            ev("content_block_stop", {"index": 1}),
+            ev(
+                "message_delta",
+                {
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 9},
+                },
+            ),
+            ev("message_stop", {}),
+        ],
+        done=False,
+    )
+
+
+def whole_message(signature: str = "upstream-sig-2") -> dict[str, Any]:
+    return {
+        "id": "msg_up2",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-up",
+        "content": [
+            {"type": "thinking", "thinking": "Whole thought.", "signature": signature},
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Oslo"}},
+        ],
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
+        "usage": {"input_tokens": 5, "output_tokens": 6},
+    }
+
+
+def native(upstream: FakeUpstream, **route: Any) -> dict[str, Any]:
+    return route_config(upstream, api="messages", **route)
+
+
+def messages_requests(upstream: FakeUpstream) -> list[Any]:
+    return [r for r in upstream.requests if r.path == "/v1/messages"]
+
+
+def test_a_stream_passes_through_with_sealed_signatures(upstream: FakeUpstream) -> None:
+    upstream.script(anthropic_stream())
+    body = {
+        "model": "claude-up",
+        "max_tokens": 100,
+        "stream": True,
+        "messages": [{"role": "user", "content": "hello"}],
+        "context_management": {"edits": []},
+    }
+    headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01", "anthropic-beta": "b1"}
+    with running_proxy(native(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/messages", json=body, headers=headers, timeout=30)
+        conversation = r.headers["x-conversation-id"]
+        stored = httpx.get(
+            f"{proxy.url}/conversations/{conversation}",
+            headers={"Authorization": f"Bearer {KEY}"},
+        )
+    assert r.status_code == 200
+    events = parse_events(r.content)
+    message = accumulate(events)
+    thinking, text = message.content
+    assert thinking.type == "thinking"
+    assert thinking.thinking == "Let me think."
+    assert thinking.signature.startswith("rp1.")
+    assert "upstream-sig-1" not in r.text
+    assert text.type == "text"
+    assert text.text == "Hello."
+    assert message.usage.output_tokens == 9
+    sent = messages_requests(upstream)[0]
+    assert sent.json == body  # passed through as it came
+    assert sent.headers["x-api-key"] == KEY
+    assert sent.headers["anthropic-beta"] == "b1"
+    assert "authorization" not in sent.headers
+    # stored: the upstream's own signature, for the way back
+    assert stored.status_code == 200, stored.text
+    turn = stored.json()["turns"][0]
+    assert turn["blocks"][0]["thought"] == "Let me think."
+    assert turn["blocks"][0]["signature"] == "upstream-sig-1"
+    assert turn["content"] == "Hello."
+    assert turn["finishReason"] == "stop"
+
+
+def test_the_upstream_gets_back_exactly_what_it_issued(upstream: FakeUpstream) -> None:
+    upstream.script(Json(whole_message()), Json(whole_message("sig-3")))
+    question = [{"role": "user", "content": "weather in Oslo?"}]
+    with running_proxy(native(upstream)) as proxy:
+        first = client(proxy.base).messages.create(
+            model="claude-up", max_tokens=100, messages=question
+        )  # type: ignore[arg-type]
+        assert first.content[0].type == "thinking"
+        assert first.content[0].signature.startswith("rp1.")
+        forged = {"type": "thinking", "thinking": "forged", "signature": "rp1.AAAA"}
+        history = [
+            *question,
+            {"role": "assistant", "content": [forged, *(b.model_dump() for b in first.content)]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "cold"}],
+            },
+        ]
+        client(proxy.base).messages.create(model="claude-up", max_tokens=100, messages=history)  # type: ignore[arg-type]
+    sent = messages_requests(upstream)[1].json["messages"][1]["content"]
+    assert sent[0] == {
+        "type": "thinking",
+        "thinking": "Whole thought.",
+        "signature": "upstream-sig-2",
+    }
+    assert sent[1]["type"] == "tool_use"
+    assert len(sent) == 2  # the forged block is left out
+
+
+def test_settings_become_messages_parameters(upstream: FakeUpstream) -> None:
+    upstream.script(Json(whole_message()), Json(whole_message()))
+    body = {
+        "model": "claude-up",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "x"}],
+        "thinking": {"type": "enabled", "budget_tokens": 2000},
+    }
+    config = native(upstream, reasoning={"effort": "high"})
+    with running_proxy(config) as proxy:
+        httpx.post(f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}, timeout=30)
+        httpx.post(
+            f"{proxy.url}/messages",
+            json=body,
+            headers={"x-api-key": KEY, "X-Reasoning-Enabled": "false"},
+            timeout=30,
+        )
+    first, second = (r.json for r in messages_requests(upstream))
+    # the route's effort where the body has none; the body's own thinking kept
+    assert first["output_config"] == {"effort": "high"}
+    assert first["thinking"] == {"type": "enabled", "budget_tokens": 2000}
+    # a header overrides the body
+    assert second["thinking"] == {"type": "disabled"}
+
+
+def test_a_route_key_is_sent_as_x_api_key_alone(upstream: FakeUpstream) -> None:
+    upstream.script(Json(whole_message()))
+    with running_proxy(native(upstream, api_key="sk-route")) as proxy:
+        httpx.post(
+            f"{proxy.url}/messages",
+            json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]},
+            headers={"Authorization": f"Bearer {KEY}"},
+            timeout=30,
+        )
+    sent = messages_requests(upstream)[0]
+    assert sent.headers["x-api-key"] == "sk-route"
+    assert "authorization" not in sent.headers
+    assert sent.headers["anthropic-version"] == "2023-06-01"
+
+
+def test_upstream_errors_pass_with_their_status(upstream: FakeUpstream) -> None:
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    upstream.script(Json(error, status=529))
+    with running_proxy(native(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/messages",
+            json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]},
+            headers={"x-api-key": KEY},
+            timeout=30,
+        )
+    assert r.status_code == 529
+    assert r.json() == error
+
+
+def test_a_stream_cut_short_ends_with_an_error_event_and_an_incomplete_turn(
+    upstream: FakeUpstream,
+) -> None:
+    stream = anthropic_stream()
+    stream.cut_after = 4
+    upstream.script(stream)
+    body = {
+        "model": "m",
+        "max_tokens": 5,
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+    }
+    with running_proxy(native(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}, timeout=30)
+        stored = httpx.get(
+            f"{proxy.url}/conversations/{r.headers['x-conversation-id']}",
+            headers={"Authorization": f"Bearer {KEY}"},
+        ).json()
+    events = parse_events(r.content)
+    assert events[-1][0] == "error"
+    assert stored["turns"][0]["complete"] is False
+    assert stored["turns"][0]["blocks"][0]["thought"] == "Let me think."
