@@ -18,6 +18,7 @@ from typing import Any
 from proxy import package_version
 from proxy.config import (
     ENV_CONFIG,
+    ENV_DIALECT,
     ENV_STORE,
     ENV_UPSTREAM,
     Config,
@@ -27,6 +28,7 @@ from proxy.config import (
     upstream_config,
     with_overrides,
 )
+from proxy.dialects import DIALECT_NAMES
 from proxy.errors import ConfigError
 from proxy.stores import check_store, store_kind
 
@@ -60,10 +62,23 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the proxy")
     serve.add_argument("--config", help=f"YAML config file (or ${ENV_CONFIG})")
     serve.add_argument("--upstream", help=f"one catch-all upstream base URL (or ${ENV_UPSTREAM})")
+    serve.add_argument(
+        "--dialect",
+        choices=DIALECT_NAMES,
+        metavar="NAME",
+        help="the --upstream route's dialect: " + ", ".join(DIALECT_NAMES) + " (default auto: "
+        f"from the upstream host, else per request from the model name; or ${ENV_DIALECT})",
+    )
     serve.add_argument("--workers", type=int, help="worker processes (needs sqlite or redis)")
     _serve_options(serve)
 
     demo = commands.add_parser("demo", help="run with a built-in simulated upstream (no keys)")
+    demo.add_argument(
+        "--simulator-only",
+        action="store_true",
+        help="serve only the simulated upstream (default port 8788), for "
+        "`reasoning-proxy serve --upstream <its URL>`",
+    )
     _serve_options(demo)
 
     check = commands.add_parser("check-config", help="validate a config file and print it")
@@ -77,10 +92,13 @@ def resolve_serve_config(args: argparse.Namespace, env: dict[str, str] | None = 
     upstream = args.upstream or env.get(ENV_UPSTREAM)
     if path and upstream:
         raise ConfigError("give a config file or an upstream URL, not both")
+    dialect = getattr(args, "dialect", None)
+    if path and dialect:
+        raise ConfigError("--dialect goes with --upstream; a config file sets dialect: per route")
     if path:
         config = load_config(path, env)
     elif upstream:
-        config = upstream_config(upstream, env)
+        config = upstream_config(upstream, env, dialect)
     else:
         raise ConfigError(
             f"nothing to proxy to: pass --upstream URL or --config FILE "
@@ -162,6 +180,8 @@ def serve(config: Config, args: argparse.Namespace) -> None:
         os.environ.pop(ENV_UPSTREAM, None)
     else:
         os.environ[ENV_UPSTREAM] = args.upstream or os.environ[ENV_UPSTREAM]
+        if args.dialect:
+            os.environ[ENV_DIALECT] = args.dialect
     os.environ[ENV_OVERRIDES] = json.dumps(
         {k: v for k, v in _overrides(args, dict(os.environ)).items() if v is not None}
     )
@@ -187,8 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             serve(resolve_serve_config(args), args)
             return 0
         if args.command == "demo":
-            from proxy.demo.run import run_demo
+            from proxy.demo.run import run_demo, run_simulator
 
+            if args.simulator_only:
+                run_simulator(args)
+                return 0
             check_store(args.store or os.environ.get(ENV_STORE) or "memory://")
             run_demo(args)
             return 0

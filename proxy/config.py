@@ -38,6 +38,7 @@ ENV_UPSTREAM = "REASONING_PROXY_UPSTREAM"
 ENV_STORE = "REASONING_PROXY_STORE"
 ENV_ADMIN_TOKEN = "REASONING_PROXY_ADMIN_TOKEN"
 ENV_SECRET = "REASONING_PROXY_SECRET"
+ENV_DIALECT = "REASONING_PROXY_DIALECT"
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -362,14 +363,18 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
     return build_config(data, env=env, source=str(path))
 
 
-def upstream_config(upstream: str, env: Mapping[str, str] | None = None) -> Config:
+def upstream_config(
+    upstream: str, env: Mapping[str, str] | None = None, dialect: str | None = None
+) -> Config:
     """`--upstream URL` alone: one catch-all route whose dialect is detected
-    (host, then model name per request)."""
-    return build_config(
-        {"routes": [{"name": "default", "models": ["*"], "upstream": upstream}]},
-        env=env,
-        source="--upstream",
-    )
+    (host, then model name per request) unless `dialect` (or the
+    environment's REASONING_PROXY_DIALECT) names one."""
+    env = os.environ if env is None else env
+    dialect = dialect or env.get(ENV_DIALECT)
+    route: dict[str, Any] = {"name": "default", "models": ["*"], "upstream": upstream}
+    if dialect:
+        route["dialect"] = dialect
+    return build_config({"routes": [route]}, env=env, source="--upstream")
 
 
 def with_overrides(config: Config, **server: Any) -> Config:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from proxy.cli import check_workers, main
+from proxy.cli import build_parser, check_workers, main, resolve_serve_config
 from proxy.config import Secret, build_config, describe, expand_env, load_config
 from proxy.errors import ConfigError, InvalidSetting
 from proxy.settings import ReasoningSettings, config_overrides, header_overrides, resolve
@@ -231,3 +231,27 @@ def test_include_in_context_takes_auto_true_and_false() -> None:
     }
     with pytest.raises(InvalidSetting, match="must be one of: auto, true, false"):
         header_overrides([("x-reasoning-include-in-context", "yes")])
+
+
+def test_serve_dialect_names_the_upstream_routes_dialect() -> None:
+    parser = build_parser()
+
+    def route(argv: list[str], env: dict[str, str] | None = None) -> tuple[str, str]:
+        (only,) = resolve_serve_config(parser.parse_args(argv), env=env or {}).routes
+        return only.dialect.name, only.dialect_source
+
+    moonshot = ["serve", "--upstream", "https://api.moonshot.ai/v1"]
+    assert route(moonshot) == ("kimi", "host")
+    assert route([*moonshot, "--dialect", "openai"]) == ("openai", "config")
+    assert route([*moonshot, "--dialect", "auto"]) == ("kimi", "host")
+    assert route(["serve", "--upstream", UP]) == ("openai", "model")
+    assert route(["serve", "--upstream", UP], {"REASONING_PROXY_DIALECT": "kimi"}) == (
+        "kimi",
+        "config",
+    )
+    with pytest.raises(ConfigError, match="must be one of: auto, openai"):
+        route(["serve", "--upstream", UP], {"REASONING_PROXY_DIALECT": "kimmi"})
+    with pytest.raises(ConfigError, match="--dialect goes with --upstream"):
+        route(["serve", "--config", "x.yaml", "--dialect", "kimi"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--upstream", UP, "--dialect", "kimmi"])

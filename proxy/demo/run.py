@@ -6,6 +6,10 @@ provider it imitates, whose upstream is the mounted simulator reached over
 HTTP, so a request takes exactly the path it takes in production (through the
 upstream client, the normalizer and the store). Nothing needs a key or the
 network.
+
+`reasoning-proxy demo --simulator-only` serves the simulator alone (at `/v1`,
+default port 8788), so that `reasoning-proxy serve --upstream <its URL>` can
+be tried as against a real provider: the one-line path, no config file.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from proxy.errors import ConfigError
 MOUNT = "/demo-upstream"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
+SIMULATOR_PORT = 8788  # beside a proxy on the default port
 ENV_DELAY_MS = "REASONING_PROXY_DEMO_DELAY_MS"  # milliseconds between stream events
 
 # How the proxy treats each simulated provider: the dialect of the provider it
@@ -197,5 +202,57 @@ def run_demo(args: argparse.Namespace) -> None:
             proxy_headers=False,
             log_config=None,
         )
+    finally:
+        sock.close()
+
+
+def simulator_banner(url: str) -> str:
+    """What `demo --simulator-only` prints before it serves."""
+    width = max(len(m) for m in MODELS)
+    models = "\n".join(f"  {m.id:<{width}}  {m.imitates}" for m in MODELS.values())
+    return "\n".join(
+        [
+            "reasoning-proxy demo simulator",
+            "",
+            "  A SIMULATED upstream: canned answers in each provider's real wire format,",
+            f'  no network, no API keys; every response carries "{FINGERPRINT}".',
+            "",
+            f"  Base URL:  {url}",
+            "",
+            "Put the proxy in front of it (no config file: the dialect comes from the",
+            "model name, e.g. demo-kimi is Kimi's):",
+            f"  reasoning-proxy serve --upstream {url}",
+            "",
+            "Models:",
+            models,
+            "",
+        ]
+    )
+
+
+def run_simulator(args: argparse.Namespace) -> None:
+    """Serve the simulated upstream alone, at /v1."""
+    import uvicorn
+
+    from proxy.observability import configure_logging
+
+    env = dict(os.environ)
+    host = args.host or DEFAULT_HOST
+    delay = _delay(env)
+    sock = _listen(host, SIMULATOR_PORT if args.port is None else args.port)
+    try:
+        port = int(sock.getsockname()[1])
+        level = args.log_level or "info"
+        configure_logging(level, args.log_format or "json", [])
+        print(simulator_banner(f"http://{url_host(host)}:{port}/v1"), flush=True)
+        config = uvicorn.Config(
+            Simulator(delay=delay),
+            log_level=level,
+            access_log=False,
+            proxy_headers=False,
+            log_config=None,
+            timeout_graceful_shutdown=1,
+        )
+        uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
