@@ -6,12 +6,15 @@ that drops it; and, where Claude Code is installed, `claude -p`."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -197,3 +200,23 @@ def test_claude_code_answers_through_the_proxy(demo: str) -> None:
         )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "391" in done.stdout
+
+
+def test_the_readme_snippet(demo: str) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[
+        readme.index("## Messages API / Claude Code") : readme.index("## Configuration")
+    ]
+    (snippet,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert "http://127.0.0.1:8787" in snippet
+    done = subprocess.run(
+        [sys.executable, "-c", snippet.replace("http://127.0.0.1:8787", demo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    thinking, answer = done.stdout.strip().splitlines()[-2:]
+    assert "17 * 23 = 391" in thinking
+    assert answer == "17 * 23 = 391."
