@@ -124,7 +124,8 @@ class MessagesEndpoint(Door):
         if route.api not in ("chat", "messages"):
             raise unsupported_api(route.api)
         tenant = rt.tenant(authorization)
-        t = translate(body, self._opener(tenant))
+        # a Messages upstream's request is opened again below, and counted there
+        t = translate(body, self._opener(tenant, count=route.api == "chat"))
         ex = await self.planner.chat(chat_headers(headers, t), _bytes(orjson.dumps(t.payload)))
         if route.api == "messages":
             return self._native(ex, body, original, headers), None
@@ -163,14 +164,23 @@ class MessagesEndpoint(Door):
         else:
             await super().forward(ex, trace, state)
 
-    def _opener(self, tenant: str) -> Callable[[Any], Sealed | None]:
+    def _opener(self, tenant: str, *, count: bool = True) -> Callable[[Any], Sealed | None]:
+        """Opens thinking signatures; one that does not open (forged, another
+        tenant's or another secret's) is logged and counted, and its block
+        left out. `count`: False for a second look at the same request."""
         sealer = self.rt.sealer
+        metrics = self.rt.metrics
+        # the counter the front doors share (reasoning_proxy_sealed_rejected)
+        rejected = getattr(metrics, "sealed_rejected", None) if count else None
 
         def open_signature(token: Any) -> Sealed | None:
             sealed = sealer.open(tenant, token)
-            if sealed is None:
-                # a forged, foreign or stale signature: the block is left out
-                log.warning("a thinking block's signature could not be opened; it was dropped")
+            if sealed is None and count:
+                log.warning(
+                    "a thinking block's signature is not this proxy's; the block was dropped"
+                )
+                if rejected is not None:
+                    metrics.child(rejected, "messages").inc()
             return sealed
 
         return open_signature

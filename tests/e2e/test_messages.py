@@ -298,9 +298,12 @@ def test_a_forged_signature_is_dropped_not_refused(upstream: FakeUpstream) -> No
     ]
     with running_proxy(config) as proxy:
         message = client(proxy.base).messages.create(model="m", max_tokens=10, messages=messages)  # type: ignore[arg-type]
+        metrics = httpx.get(f"{proxy.base}/metrics").text
     assert message.content[0].text == "ok"  # type: ignore[union-attr]
     sent = upstream.chat_requests()[0].json["messages"]
     assert sent[1] == {"role": "assistant", "content": "never stored"}
+    if "reasoning_proxy_sealed_rejected" in metrics:  # the counter the doors share
+        assert 'reasoning_proxy_sealed_rejected_total{door="messages"} 1.0' in metrics
 
 
 def test_another_tenants_signature_does_not_open(upstream: FakeUpstream) -> None:
