@@ -45,24 +45,23 @@ from proxy.api.trace import Trace
 from proxy.errors import BadRequest, ProxyError
 from proxy.exchange import Exchange, Planner, parse_json_object
 from proxy.history.context import request_tokens
-from proxy.messages.native import native_request
+from proxy.history.egress import find_stored
+from proxy.messages.native import (
+    native_params,
+    native_request,
+    stored_thinking,
+    unsigned_tool_turns,
+)
 from proxy.messages.request import Translation, translate
 from proxy.messages.shapes import error_object, error_type_of_status
 from proxy.messages.stream import MessagesEncoder
 from proxy.runtime import Runtime
 from proxy.sealing import Sealed
-from proxy.settings import ReasoningSettings, header_overrides
+from proxy.settings import header_overrides, request_conversation_id
+from proxy.stores.base import StoreFailure
 
 log = logging.getLogger("proxy.messages")
 
-# the proxy's effort settings as Messages' output_config.effort
-MESSAGES_EFFORT = {
-    "minimal": "low",
-    "low": "low",
-    "medium": "medium",
-    "high": "high",
-    "xhigh": "xhigh",
-}
 # the planner's response headers that hold for a Messages upstream too
 NATIVE_EXTRA = frozenset(
     ("x-context-tokens-effective", "x-context-tokens-raw", "x-conversation-id", "x-context-limit")
@@ -128,7 +127,7 @@ class MessagesEndpoint(Door):
         t = translate(body, self._opener(tenant, count=route.api == "chat"))
         ex = await self.planner.chat(chat_headers(headers, t), _bytes(orjson.dumps(t.payload)))
         if route.api == "messages":
-            return self._native(ex, body, original, headers), None
+            return await self._native(ex, body, original, headers), None
         encoder = MessagesEncoder(
             model=t.payload["model"],
             seal=self._sealer(ex.key.tenant),
@@ -140,7 +139,7 @@ class MessagesEndpoint(Door):
         )
         return ex, encoder
 
-    def _native(
+    async def _native(
         self,
         ex: Exchange,
         body: dict[str, Any],
@@ -152,11 +151,35 @@ class MessagesEndpoint(Door):
         written as Messages parameters) and headers."""
         params = native_params(ex.settings, header_overrides(headers))
         ex.payload, _ = native_request(body, self._opener(ex.key.tenant), params)
+        if ex.settings.include_in_context is not False:
+            scoped = request_conversation_id(headers) is not None
+            await self._restore_dropped(ex, scoped)
         ex.stream = ex.payload.get("stream") is True
         ex.upstream_headers = native_headers(original, ex.route)
         # what the chat planning said about a chat dialect does not apply
         ex.extra_headers = [(k, v) for k, v in ex.extra_headers if k in NATIVE_EXTRA]
         return ex
+
+    async def _restore_dropped(self, ex: Exchange, scoped: bool) -> None:
+        """Assistant tool-use turns the client sent without their thinking get
+        it back from the store, with the upstream's signature (a Messages
+        upstream wants the thinking of a tool-use turn)."""
+        messages = ex.payload.get("messages")
+        if not isinstance(messages, list):
+            return
+        wanted = unsigned_tool_turns(messages)
+        if not wanted:
+            return
+        try:
+            found = await find_stored(self.rt.store, ex.key, scoped, wanted)
+        except StoreFailure as exc:
+            self.rt.health.failed("lookup", exc)
+            return
+        for position, turn in found.items():
+            blocks = stored_thinking(turn)
+            if blocks:
+                message = messages[position]
+                messages[position] = {**message, "content": [*blocks, *message["content"]]}
 
     async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
         if ex.route.api == "messages":
@@ -192,24 +215,6 @@ class MessagesEndpoint(Door):
             return sealer.seal(tenant, Sealed(text, artefacts))
 
         return seal
-
-
-def native_params(settings: ReasoningSettings, from_headers: dict[str, Any]) -> dict[str, Any]:
-    """The reasoning settings as Messages parameters (`thinking`, the effort):
-    only those set somewhere (the defaults add nothing); they replace the
-    body's own when the client's X-Reasoning-* headers set them."""
-    params: dict[str, Any] = {
-        "override": any(k in from_headers for k in ("enabled", "max_tokens", "effort"))
-    }
-    if settings.enabled is False:
-        params["thinking"] = {"type": "disabled"}
-        return params
-    if settings.max_tokens is not None:
-        params["thinking"] = {"type": "enabled", "budget_tokens": settings.max_tokens}
-    effort = MESSAGES_EFFORT.get(str(settings.effort))
-    if effort is not None:
-        params["effort"] = effort
-    return params
 
 
 def chat_headers(headers: list[tuple[str, str]], t: Translation) -> list[tuple[str, str]]:

@@ -5,7 +5,9 @@ are opened from their sealed signatures and carry the upstream's own
 signature again (a block that does not open, or holds no upstream
 signature, is left out and counted), and the reasoning settings are written
 as Messages parameters where the body does not set them itself
-(`thinking`, `output_config.effort`).
+(`thinking`, `output_config.effort`). A tool-use turn sent without its
+thinking gets the stored one back (`unsigned_tool_turns` finds them,
+`stored_thinking` writes a stored turn's blocks with their signatures).
 
 The response passes through with one change: each thinking block's
 signature becomes a sealed envelope of its text and the upstream's
@@ -24,14 +26,24 @@ from typing import Any
 
 import orjson
 
+from proxy.history.egress import AssistantMessage
 from proxy.messages.request import Opener
 from proxy.messages.shapes import error_object
 from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall, Turn
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong, encode_event
+from proxy.settings import ReasoningSettings
 
 Json = dict[str, Any]
 Seal = Callable[[str, Json], str]
 
+# the proxy's effort settings as Messages' output_config.effort
+MESSAGES_EFFORT = {
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "xhigh",
+}
 OPEN, DONE, FAILED = "open", "done", "failed"
 # Messages stop_reason -> the chat finish_reason a stored turn keeps
 FINISH_REASONS = {
@@ -72,6 +84,58 @@ def native_request(body: Json, open_signature: Opener, params: Json) -> tuple[Js
             config["effort"] = effort
             out["output_config"] = config
     return out, unopened
+
+
+def unsigned_tool_turns(messages: list[Any]) -> list[AssistantMessage]:
+    """The assistant messages with tool_use blocks and no thinking block."""
+    out = []
+    for position, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        blocks = [b for b in content if isinstance(b, dict)]
+        kinds = {b.get("type") for b in blocks}
+        if "tool_use" not in kinds or kinds & {"thinking", "redacted_thinking"}:
+            continue
+        calls = [b for b in blocks if b.get("type") == "tool_use"]
+        ids = tuple(str(b.get("id")) for b in calls)
+        named = tuple((str(b.get("name")), orjson.dumps(b.get("input")).decode()) for b in calls)
+        text = "".join(b["text"] for b in blocks if isinstance(b.get("text"), str))
+        out.append(AssistantMessage(position, text, ids, named, None))
+    return out
+
+
+def stored_thinking(turn: Turn) -> list[Json]:
+    """A stored turn's thinking as Messages blocks: those with the upstream's
+    signature, and redacted ones as they came."""
+    out: list[Json] = []
+    for block in turn.thinking:
+        if block.signature:
+            out.append(
+                {"type": "thinking", "thinking": block.thought, "signature": block.signature}
+            )
+        for item in block.encrypted or ():
+            if item.get("type") == "redacted_thinking":
+                out.append(dict(item))
+    return out
+
+
+def native_params(settings: ReasoningSettings, from_headers: Json) -> Json:
+    """The reasoning settings as Messages parameters (`thinking`, the effort):
+    only those set somewhere (the defaults add nothing); they replace the
+    body's own when the client's X-Reasoning-* headers set them."""
+    params: Json = {"override": any(k in from_headers for k in ("enabled", "max_tokens", "effort"))}
+    if settings.enabled is False:
+        params["thinking"] = {"type": "disabled"}
+        return params
+    if settings.max_tokens is not None:
+        params["thinking"] = {"type": "enabled", "budget_tokens": settings.max_tokens}
+    effort = MESSAGES_EFFORT.get(str(settings.effort))
+    if effort is not None:
+        params["effort"] = effort
+    return params
 
 
 def _restore(message: Json, open_signature: Opener) -> tuple[Json, int]:

@@ -261,3 +261,27 @@ def test_a_stream_cut_short_ends_with_an_error_event_and_an_incomplete_turn(
     assert events[-1][0] == "error"
     assert stored["turns"][0]["complete"] is False
     assert stored["turns"][0]["blocks"][0]["thought"] == "Let me think."
+
+
+def test_a_client_that_drops_thinking_gets_it_from_the_store(upstream: FakeUpstream) -> None:
+    upstream.script(Json(whole_message("sig-stored")), Json(whole_message()))
+    question = [{"role": "user", "content": "weather in Oslo?"}]
+    with running_proxy(native(upstream)) as proxy:
+        first = client(proxy.base).messages.create(
+            model="claude-up", max_tokens=100, messages=question
+        )  # type: ignore[arg-type]
+        history = [
+            *question,
+            {
+                "role": "assistant",
+                "content": [b.model_dump() for b in first.content if b.type != "thinking"],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "cold"}],
+            },
+        ]
+        client(proxy.base).messages.create(model="claude-up", max_tokens=100, messages=history)  # type: ignore[arg-type]
+    sent = messages_requests(upstream)[1].json["messages"][1]["content"]
+    assert sent[0] == {"type": "thinking", "thinking": "Whole thought.", "signature": "sig-stored"}
+    assert sent[1]["type"] == "tool_use"
