@@ -163,15 +163,19 @@ class MessagesEncoder:
         if not self._started:
             self._start(out)
         try:
-            events = self._decoder.feed(data)
+            events = self._decoder.split(data)  # a plain data event comes as its bytes
         except SSELineTooLong:  # the normalizer bounds lines before this
             events = []
         for ev in events:
-            if isinstance(ev, SSEComment):
+            if type(ev) is bytes:
+                go_on = self._data(ev, out)
+            elif isinstance(ev, SSEComment):
                 out.append(_PING)
                 continue
-            assert isinstance(ev, SSEEvent)
-            if not self._event(ev, out):
+            else:
+                assert isinstance(ev, SSEEvent)
+                go_on = self._event(ev, out)
+            if not go_on:
                 break
         return b"".join(out)
 
@@ -281,7 +285,10 @@ class MessagesEncoder:
             return self._error(ev.data, out)
         if ev.event not in (None, "message"):
             return True  # an event kind chat clients would ignore too
-        data = ev.data
+        return self._data(ev.data, out)
+
+    def _data(self, data: bytes, out: list[bytes]) -> bool:
+        """One chat data event; False when the stream ends here."""
         if data.strip() == b"[DONE]":
             self._close(out)
             self._end(out)
