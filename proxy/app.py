@@ -167,10 +167,12 @@ def create_app(
     *,
     runtime: Runtime | None = None,
     mounts: dict[str, ASGIApp] | None = None,
+    secret_drawn: bool = False,
 ) -> ProxyApp:
     """The proxy for `config`. `mounts` serves extra ASGI apps under path
-    prefixes (the demo's simulated upstream lives at /demo-upstream)."""
-    rt = runtime or Runtime(config)
+    prefixes (the demo's simulated upstream lives at /demo-upstream);
+    `secret_drawn`: the tenant secret was drawn at random for this run."""
+    rt = runtime or Runtime(config, secret_drawn=secret_drawn)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -168,7 +168,7 @@ def serve(config: Config, args: argparse.Namespace) -> None:
         "log_config": None,  # our handler on the root logger (redacting) serves uvicorn too
     }
     if server.workers == 1:
-        serving.run(create_app(config), **common)
+        serving.run(create_app(config, secret_drawn=drawn), **common)
         return
     # Worker processes rebuild the config from the environment, and write
     # their metrics to files that /metrics aggregates.

@@ -18,7 +18,7 @@ from proxy.history.service import STORE_TIMEOUT, History, StoreHealth
 from proxy.keymask import KeyMask, credential_values
 from proxy.live import LiveFeed
 from proxy.observability import Metrics
-from proxy.sealing import Sealer
+from proxy.sealing import Sealed, Sealer
 from proxy.stores import open_store
 from proxy.stores.base import ReasoningStore, StoreFailure
 from proxy.stores.memory import MemoryStore
@@ -33,10 +33,36 @@ CUT_SECONDS = STORE_TIMEOUT + 1.0
 DRAIN_POLL = 0.1  # seconds between two looks for a second Ctrl-C while draining
 
 RANDOM_SECRET_WARNING = (
-    "REASONING_PROXY_SECRET is not set: a random tenant secret was generated, so "
-    "stored conversations cannot be found again after a restart or from another "
-    "replica. Set it for durable or shared stores."
+    "REASONING_PROXY_SECRET is not set: a random tenant secret was drawn for this run, so "
+    "after a restart, or on another replica, stored turns cannot be found again and the "
+    "sealed reasoning clients hold (Responses encrypted_content, Anthropic thinking "
+    "signatures) cannot be opened. Set REASONING_PROXY_SECRET to keep them."
 )
+# with the memory store nothing the proxy keeps outlives the process; only
+# sealed reasoning held by a client does, so the warning waits for the first seal
+SEALED_SECRET_WARNING = (
+    "REASONING_PROXY_SECRET is not set: sealed reasoning handed to clients (Responses "
+    "encrypted_content, Anthropic thinking signatures) is sealed under a random secret "
+    "drawn for this run and cannot be opened after a restart or on another replica. "
+    "Set REASONING_PROXY_SECRET to keep it."
+)
+
+
+class WarningSealer(Sealer):
+    """A Sealer under a secret drawn for this run: the first seal warns that
+    the envelope will not open after a restart."""
+
+    __slots__ = ("_warned",)
+
+    def __init__(self, secret: bytes) -> None:
+        super().__init__(secret)
+        self._warned = False
+
+    def seal(self, tenant: str, sealed: Sealed) -> str:
+        if not self._warned:
+            self._warned = True
+            log.warning(SEALED_SECRET_WARNING)
+        return super().seal(tenant, sealed)
 
 
 class Runtime:
@@ -47,7 +73,10 @@ class Runtime:
         store: ReasoningStore | None = None,
         tokens: TokenCounter | None = None,
         transport: Transport | None = None,
+        secret_drawn: bool = False,
     ) -> None:
+        """`secret_drawn`: the config's tenant secret was drawn at random for
+        this run (by `serve`), as if none were set."""
         self.config = config
         self.store = store if store is not None else open_store(config.store)
         self.metrics = Metrics()
@@ -73,7 +102,11 @@ class Runtime:
         else:
             self._secret = secrets.token_bytes(32)
         # reasoning that leaves inside client-held artefacts, sealed under the secret
-        self.sealer = Sealer(self._secret)
+        in_process = isinstance(self.store, MemoryStore)
+        random_secret = config.secret is None or secret_drawn
+        self.sealer = (
+            WarningSealer(self._secret) if random_secret and in_process else Sealer(self._secret)
+        )
         self.live = LiveFeed()
         self.count = lru_cache(maxsize=16384)(self.tokens.count)
         self.health = StoreHealth(self.metrics)
@@ -96,7 +129,8 @@ class Runtime:
         self._grace_over = False
 
     async def start(self) -> None:
-        if self.config.secret is None:
+        if self.config.secret is None and not self.history.in_process:
+            # (`serve` draws the secret itself and warns once, also for its workers)
             log.warning(RANDOM_SECRET_WARNING)
         self.metrics.store_up.set(1)
         await self.upstream.start()

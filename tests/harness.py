@@ -46,6 +46,10 @@ class Stream:
     headers: dict[str, str] = field(default_factory=dict)
     cut_after: int | None = None  # close the connection after this many events
     hang_after: int | None = None  # stop sending (keep the connection) after this many
+    # wait for `gate` (set by the test) after this many events: a test reads
+    # a state mid-stream without racing the stream's timing
+    gate_after: int | None = None
+    gate: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -214,6 +218,9 @@ class FakeUpstream:
                 return response
             if answer.hang_after is not None and n >= answer.hang_after:
                 await asyncio.sleep(3600)
+            if n == answer.gate_after:
+                opened = await asyncio.get_running_loop().run_in_executor(None, answer.gate.wait, 60)
+                assert opened, "the test never opened the stream's gate"
             if answer.delay:
                 await asyncio.sleep(answer.delay)
             await response.write(event)

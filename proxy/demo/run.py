@@ -77,8 +77,9 @@ def demo_config_data(
     server: dict[str, Any] = {"host": host, "port": port}
     store_url = store or "memory://"
     if ENV_SECRET not in env and store_url.startswith("memory"):
-        # Nothing outlives the process with a memory store, so a fresh tenant
-        # secret loses nothing (and spares the newcomer a warning about it).
+        # Nothing the proxy keeps outlives the process with a memory store, so
+        # a fresh tenant secret loses nothing there (and spares the newcomer a
+        # warning); sealed reasoning a client holds warns on its first seal.
         server["secret"] = secrets.token_urlsafe(32)
     return {"server": server, "store": {"url": store_url}, "routes": routes}
 
@@ -190,7 +191,8 @@ def run_demo(args: argparse.Namespace) -> None:
             log_format=args.log_format,
             log_bodies=args.log_bodies,
         )
-        app = create_app(config, mounts={MOUNT: Simulator(delay=delay)})
+        drawn = ENV_SECRET not in env and config.store.url.startswith("memory")
+        app = create_app(config, mounts={MOUNT: Simulator(delay=delay)}, secret_drawn=drawn)
         configure_logging(config.server.log_level, config.server.log_format, config.secret_values())
         print(banner(config), flush=True)
         # Ctrl-C drains like `serve` (a second Ctrl-C cuts the streams left)

@@ -164,22 +164,26 @@ def test_several_blocks_per_turn_stay_separate_in_scroll_back(
     inspector.open("key-blocks")
     page = inspector.page
     first, second = "First I look at the question itself.", "Then I check the tool result again."
-    upstream.script(
-        thinking_stream(
-            ("reasoning", first[:20]),
-            ("reasoning", first[20:]),
-            ("content", "Part one. "),
-            ("reasoning", second),
-            ("content", "Part two."),
-        )
+    stream = thinking_stream(
+        ("reasoning", first[:20]),
+        ("reasoning", first[20:]),
+        ("content", "Part one. "),
+        ("reasoning", second),
+        ("content", "Part two."),
     )
+    # the upstream holds the stream after the second block (its role chunk,
+    # three parts and the second block: 5 events) until the page was read
+    stream.gate_after = 5
+    upstream.script(stream)
     reply = client.chat_later("blocks-1")
     blocks = page.locator("article.turn[data-state=live] [data-ai-reasoning]")
     expect(blocks).to_have_count(2)
+    expect(blocks.nth(1)).to_contain_text(second)
     # the first block, finished and collapsed, holds the estimate of its own text
     expect(blocks.nth(0)).to_have_attribute("data-collapsed", "true")
     expect(blocks.nth(0)).to_have_attribute("data-token-est", str(token_estimate(first)))
-    assert reply.result(10).status_code == 200
+    stream.gate.set()
+    assert reply.result(30).status_code == 200
     expect(stored_turns(page)).to_have_count(1)
 
     [turn] = client.conversation("blocks-1")["turns"]
@@ -195,7 +199,7 @@ def test_several_blocks_per_turn_stay_separate_in_scroll_back(
 
     # the next turn of the conversation streams in below; the first stays
     upstream.script(thinking_stream(("reasoning", "A second turn's thought."), ("content", "Two.")))
-    assert client.chat_later("blocks-1").result(10).status_code == 200
+    assert client.chat_later("blocks-1").result(30).status_code == 200
     expect(stored_turns(page)).to_have_count(2)
     expect(page.locator("[data-ai-reasoning]")).to_have_count(3)
     inspector.shoot("05-several-blocks")
