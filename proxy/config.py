@@ -81,6 +81,15 @@ class TimeoutsModel(_Model):
     )
 
 
+class TagPairModel(_Model):
+    open: str
+    close: str
+
+
+class TagPresetModel(_Model):
+    preset: str
+
+
 class RouteModel(_Model):
     name: str = Field(min_length=1, max_length=64)
     models: list[str] = Field(default_factory=lambda: ["*"], min_length=1)
@@ -92,7 +101,14 @@ class RouteModel(_Model):
     context_limit: int | None = Field(None, gt=0)
     compression_threshold: float = Field(0.85, gt=0, le=1)
     implicit_open_tag: bool = False
-    tags: list[str] = Field(default_factory=lambda: list(DEFAULT_TAGS), min_length=1)
+    # `<name>` tags, {open, close} pairs and {preset: harmony | magistral | kimi_vl};
+    # [] turns parsing off
+    tags: list[str | TagPairModel | TagPresetModel] = Field(
+        default_factory=lambda: list[str | TagPairModel | TagPresetModel](DEFAULT_TAGS)
+    )
+    tags_only_at_start: bool = False
+    answer_tags: list[str] = Field(default_factory=list)
+    tool_call_markers: list[str] = Field(default_factory=list)
     timeouts: TimeoutsModel = Field(default_factory=TimeoutsModel)
     headers: dict[str, str] = Field(default_factory=dict)
     # what the upstream speaks: every front door translates to `chat`; a door
@@ -315,10 +331,7 @@ def _plain(value: SecretStr | None) -> str | None:
 
 def _route(model: RouteModel, index: int) -> Route:
     where = f"routes[{index}]"
-    try:
-        tags = TagSet.of(model.tags)
-    except ValueError as exc:
-        raise ValueError(f"{where}.tags: {exc}") from None
+    tags = _tag_set(model, where)
     dialect, source = route_dialect(model.dialect, model.upstream)
     return Route(
         name=model.name,
@@ -337,6 +350,25 @@ def _route(model: RouteModel, index: int) -> Route:
         headers=tuple(model.headers.items()),
         api=model.api,
     )
+
+
+def _tag_set(model: RouteModel, where: str) -> TagSet:
+    names = [t for t in model.tags if isinstance(t, str)]
+    pairs = [(t.open, t.close) for t in model.tags if isinstance(t, TagPairModel)]
+    presets = [t.preset for t in model.tags if isinstance(t, TagPresetModel)]
+    if model.implicit_open_tag and not model.tags:
+        raise ValueError(f"{where}.implicit_open_tag needs a close tag, but tags is empty")
+    try:
+        return TagSet.of(
+            names,
+            pairs=pairs,
+            presets=presets,
+            answer_tags=model.answer_tags,
+            tool_call_markers=model.tool_call_markers,
+            only_at_start=model.tags_only_at_start,
+        )
+    except ValueError as exc:
+        raise ValueError(f"{where}.tags: {exc}") from None
 
 
 def route_dialect(name: str, upstream: str) -> tuple[Dialect, DialectSource]:
@@ -418,7 +450,10 @@ def describe(config: Config) -> dict[str, Any]:
                 "context_limit": r.context_limit,
                 "compression_threshold": r.compression_threshold,
                 "implicit_open_tag": r.implicit_open_tag,
-                "tags": list(r.tags.names),
+                "tags": r.tags.describe(),
+                "tags_only_at_start": r.tags.only_at_start,
+                "answer_tags": list(r.tags.answer_tags),
+                "tool_call_markers": list(r.tags.tool_call_markers),
                 "timeouts": {"connect": r.connect_timeout, "idle": r.idle_timeout},
                 "headers": {k: "<set>" for k, _ in r.headers},
                 "api": r.api,

@@ -13,13 +13,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 SourceField = Literal[
-    "reasoning_content", "reasoning", "thinking", "reasoning_details", "think_tag"
+    "reasoning_content",
+    "reasoning",
+    "thinking",
+    "reasoning_details",
+    "thinking_blocks",
+    "think_tag",
 ]
 SOURCE_FIELDS: tuple[SourceField, ...] = (
     "reasoning_content",
     "reasoning",
     "thinking",
     "reasoning_details",
+    "thinking_blocks",
     "think_tag",
 )
 StripPolicy = Literal["all", "allButLast", "none"]
@@ -225,6 +231,7 @@ def turn_to_json(turn: Turn, index: int) -> Json:
         "content": turn.content,
         "toolCallIds": turn.tool_call_ids,
         "usage": turn.usage,
+        "reasoningTruncated": turn.reasoning_truncated,
     }
 
 

@@ -1,10 +1,13 @@
 """Accumulate one choice of a response into a Turn (pure).
 
 The normalizer reports what it separated, in order: reasoning text (with its
-source), the end of a tagged block, visible text, tool-call deltas and
-`reasoning_details` items. The builder keeps them as ordered parts and turns
-them into a frozen `Turn` at the end: block texts trimmed, empty blocks
-dropped, opaque detail items attached to the block they follow.
+source), the end of a tagged block, visible text, tool-call deltas,
+`reasoning_details` items, `thinking_blocks` items and signatures. The
+builder keeps them as ordered parts and turns them into a frozen `Turn` at
+the end: block texts trimmed, empty blocks dropped, opaque detail items
+attached to the block they follow. Each thinking block is a block of its
+own, its items kept whole for verbatim round trips. Reasoning past the
+per-turn bound is cut there (the turn says `reasoning_truncated`).
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ from proxy.reasoning.blocks import (
     Turn,
     index_key,
 )
-from proxy.reasoning.native import DetailsMerger, is_opaque_detail
+from proxy.reasoning.native import DetailsMerger, is_opaque_detail, merge_piece
 
 
 class _Block:
-    __slots__ = ("details", "shadow", "source", "texts")
+    __slots__ = ("details", "shadow", "signature", "source", "texts")
 
     def __init__(self, source: SourceField, shadow: bool = False) -> None:
         self.source = source
@@ -33,6 +36,7 @@ class _Block:
         self.details: list[Json] = []
         # a tagged copy of reasoning that also came natively (kept hidden if it differs)
         self.shadow = shadow
+        self.signature: str | None = None  # of a `thinking` object
 
 
 class _Text:
@@ -62,6 +66,7 @@ class TurnBuilder:
         "_parts",
         "_shadow",
         "_texts",
+        "_thinking",
         "_tools",
         "truncated",
     )
@@ -73,6 +78,8 @@ class TurnBuilder:
         self._shadow: _Block | None = None
         self._tools: dict[Any, _Tool] = {}
         self._details = DetailsMerger()
+        # thinking blocks: by index when the upstream numbers them, and the last
+        self._thinking: dict[Any, tuple[_Block, Json]] = {}
         self._hidden = hidden
         self._max_chars = max_reasoning_chars
         self._chars = 0
@@ -88,13 +95,68 @@ class TurnBuilder:
                 self._chars = chars
                 block.texts.append(text)
             else:
-                self.truncated = True
+                self._cut(block, text)
             return False
         block = self._block = _Block(source)
         self._add(block)
-        if self._take(len(text)):
-            block.texts.append(text)
+        self._keep(block, text)
         return self._has_text_before(block)
+
+    def signature(self, signature: str) -> None:
+        """A `thinking` object's signature (streamed ones arrive in pieces):
+        it belongs to the block receiving reasoning now, else to a block of
+        its own (a signature whose text was withheld)."""
+        block = self._block
+        if block is None:
+            block = self._block = _Block("thinking")
+            self._add(block)
+        block.signature = (block.signature or "") + signature
+
+    def thinking_blocks(self, items: list[Any]) -> tuple[str, bool]:
+        """Add `thinking_blocks` items (whole, or streamed pieces of them).
+        Returns their readable text and whether it starts a new block after
+        an earlier block that had text (the client may want a separator)."""
+        texts: list[str] = []
+        separate = False
+        for item in items:
+            if type(item) is not dict:
+                continue
+            block, new = self._thinking_block(item)
+            text = item.get("thinking") if item.get("type") == "thinking" else None
+            if not text or type(text) is not str:
+                continue
+            if new and self._has_text_before(block):
+                if texts:
+                    texts.append("\n\n")
+                else:
+                    separate = True
+            self._keep(block, text)
+            texts.append(text)
+        return "".join(texts), separate
+
+    def _thinking_block(self, item: Json) -> tuple[_Block, bool]:
+        """The block an item (or a piece of one) belongs to, and whether it
+        is new. Pieces are joined by their `index` when they have one; else
+        a `thinking` piece continues the open thinking block, until that
+        block has its signature or something else came between."""
+        index = item.get("index")
+        key = ("index", index_key(index)) if index is not None else "last"
+        found = self._thinking.get(key)
+        if found is not None:
+            block, merged = found
+            if index is not None or (
+                block is self._block
+                and item.get("type") == "thinking" == merged.get("type")
+                and not merged.get("signature")
+            ):
+                merge_piece(merged, item)
+                return block, False
+        block = self._block = _Block("thinking_blocks")
+        merged = dict(item)
+        block.details.append(merged)
+        self._add(block)
+        self._thinking[key] = (block, merged)
+        return block, True
 
     def room(self) -> int:
         """Reasoning characters that can still be added before truncation."""
@@ -107,8 +169,7 @@ class TurnBuilder:
         if self._shadow is None:
             self._shadow = _Block("think_tag", shadow=True)
             self._add(self._shadow)
-        if self._take(len(text)):
-            self._shadow.texts.append(text)
+        self._keep(self._shadow, text)
 
     def end_shadow(self) -> None:
         self._shadow = None
@@ -194,10 +255,15 @@ class TurnBuilder:
         thought = "".join(p.texts).strip()
         if p.shadow and (not thought or "".join(thought.split()) in native):
             return None  # the tagged copy says what the native reasoning said
-        opaque = tuple(dict(d) for d in p.details if is_opaque_detail(d))
-        if not thought and not opaque:
+        if p.source == "thinking_blocks":  # the items are the block, kept whole
+            opaque = tuple(dict(d) for d in p.details)
+        else:
+            opaque = tuple(dict(d) for d in p.details if is_opaque_detail(d))
+        if not thought and not opaque and not p.signature:
             return None
-        signature = next((d["signature"] for d in opaque if d.get("signature")), None)
+        signature = p.signature or next(
+            (d["signature"] for d in opaque if d.get("signature")), None
+        )
         return ThinkingBlock(
             thought=thought,
             source_field=p.source,
@@ -206,12 +272,21 @@ class TurnBuilder:
             encrypted=opaque or None,
         )
 
-    def _take(self, n: int) -> bool:
-        if self._chars + n > self._max_chars:
-            self.truncated = True
-            return False
-        self._chars += n
-        return True
+    def _keep(self, block: _Block, text: str) -> None:
+        if self._chars + len(text) <= self._max_chars:
+            self._chars += len(text)
+            block.texts.append(text)
+        else:
+            self._cut(block, text)
+
+    def _cut(self, block: _Block, text: str) -> None:
+        """Keep what fits of `text` under the bound (reasoning that arrives
+        in one piece longer than the bound is cut, not dropped)."""
+        self.truncated = True
+        room = self._max_chars - self._chars
+        if room > 0:
+            block.texts.append(text[:room])
+            self._chars = self._max_chars
 
     def _has_text_before(self, block: _Block) -> bool:
         for p in self._parts:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from proxy.reasoning.blocks import Json
 from proxy.reasoning.builder import TurnBuilder
-from proxy.reasoning.native import native_text
+from proxy.reasoning.native import REASONING_FIELDS, native_text, thinking_signature
 from proxy.reasoning.sse import DEFAULT_MAX_LINE_BYTES
 from proxy.reasoning.tags import DEFAULT_TAG_SET, Reasoning, TagEvent, TagSet, TagSplitter, Visible
 
@@ -24,7 +24,7 @@ _plain_delta = _PLAIN_KEYS.issuperset  # (a bound method: the check runs per eve
 V = 0  # segment kinds: visible text, reasoning text
 R = 1
 _FOLDED = ("reasoning", "thinking")
-_ALL_REASONING = ("reasoning_content", "reasoning", "thinking", "reasoning_details")
+_ALL_REASONING = REASONING_FIELDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ class NormalizeOptions:
 class ChoiceSeparator:
     """Separation state of one choice index."""
 
-    __slots__ = ("builder", "finished", "native", "plain", "splitter")
+    __slots__ = ("builder", "finished", "mark", "native", "plain", "splitter")
 
     def __init__(self, options: NormalizeOptions) -> None:
         self.splitter = TagSplitter(options.tags, implicit_open=options.implicit_open_tag)
@@ -52,6 +52,9 @@ class ChoiceSeparator:
         )
         self.native = False
         self.finished = False
+        # the character every delimiter starts with: content without it is
+        # plain ("" when the delimiters start with several: never plain here)
+        self.mark = options.tags.mark or ""
         # the splitter is outside any block with nothing held (kept current
         # after every splitter call, so the per-event check is one attribute)
         self.plain = self.splitter.plain
@@ -72,7 +75,7 @@ class ChoiceSeparator:
             return UNCHANGED
         if not content:
             return UNCHANGED if include or "reasoning_content" not in delta else NOT_HANDLED
-        if type(content) is not str or "<" in content:
+        if type(content) is not str or self.mark in content:
             return NOT_HANDLED
         if self.plain:
             self.builder.text(content)
@@ -93,15 +96,27 @@ class ChoiceSeparator:
         the reasoning source field when the delta carried native reasoning."""
         segments: list[tuple[int, str]] = []
         builder = self.builder
-        found = native_text(obj)
-        source = None
+        source: str | None = None
+        blocks = obj.get("thinking_blocks")
+        if blocks and type(blocks) is list:
+            # each thinking block is a block; the same text in another field
+            # of this delta (LiteLLM's reasoning_content) counts once
+            text, separate = builder.thinking_blocks(blocks)
+            if text:
+                source = "thinking_blocks"
+                self._native()
+                segments.append((R, "\n\n" + text if separate else text))
+        found = native_text(obj) if source is None else None
         if found is not None:
             text, source = found
-            if not self.native:
-                self.native = True
-                self.splitter.leave_implicit()
-            builder.reasoning(text, source)
+            self._native()
+            builder.reasoning(text, found[1])
             segments.append((R, text))
+        thinking = obj.get("thinking")
+        if thinking and type(thinking) is dict:
+            signature = thinking_signature(thinking)
+            if signature:
+                builder.signature(signature)
         details = obj.get("reasoning_details")
         if details and type(details) is list:
             builder.details(details)
@@ -118,6 +133,11 @@ class ChoiceSeparator:
                 if type(call) is dict:
                     builder.tool_call(call)
         return segments, source
+
+    def _native(self) -> None:
+        if not self.native:
+            self.native = True
+            self.splitter.leave_implicit()
 
     def _tags(self, events: list[TagEvent], segments: list[tuple[int, str]]) -> None:
         builder = self.builder
@@ -162,6 +182,12 @@ def rewrite(obj: Json, segments: list[tuple[int, str]], source: str | None, incl
             if key in obj:
                 del obj[key]
                 changed = True
+        extra = obj.get("provider_specific_fields")  # LiteLLM repeats thinking_blocks here
+        if type(extra) is dict:
+            for key in _ALL_REASONING:
+                if key in extra:
+                    del extra[key]
+                    changed = True
     return changed
 
 

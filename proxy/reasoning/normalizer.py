@@ -321,7 +321,7 @@ class StreamNormalizer:
                 return run, None
             if state.plain:
                 run, text = shape.run(events, start)
-                if run < 2 or not text or "<" in text:
+                if run < 2 or not text or state.mark in text:
                     return run, False
                 state.builder.text(text)
                 return run, None
@@ -339,7 +339,7 @@ class StreamNormalizer:
         """Answer chunks inside a tagged block: each one's text becomes its
         reasoning, as `ChoiceSeparator.quick` does, written into the learned
         bytes (the upstream's own string body when the text is unchanged)."""
-        pieces = shape.pieces(events, start)
+        pieces = shape.pieces(events, start, state.mark)
         if len(pieces) < 2:
             return len(pieces), False
         before, after, emptied = shape.moved()

@@ -124,10 +124,12 @@ class Shape:
             texts.append(text)
         return len(texts), "".join(texts)
 
-    def pieces(self, events: Sequence[object], start: int) -> list[tuple[bytes, bytes, str]]:
+    def pieces(
+        self, events: Sequence[object], start: int, mark: str = "<"
+    ) -> list[tuple[bytes, bytes, str]]:
         """The events from `start` on that are chunks of this shape and whose
-        text has no `<`, each with its string body and text, up to the first
-        that is not."""
+        text has no `mark` (where a delimiter could start), each with its
+        string body and text, up to the first that is not."""
         # The scan of `bodies`, but stopping at the first text with `<`: the
         # event there goes on its own, and a scan past it would be repeated
         # from the next event on (the loop is not shared for that reason).
@@ -149,7 +151,7 @@ class Shape:
                 break
             body = ev[skip : len(ev) - cut]
             text = _decode(body)
-            if text is None or "<" in text:
+            if text is None or mark in text:
                 break
             out.append((ev, body, text))
         return out

@@ -1,24 +1,44 @@
-"""Split text with inline reasoning tags into visible and reasoning parts (sans-IO).
+"""Split text with inline reasoning delimiters into visible and reasoning parts (sans-IO).
+
+A `TagSet` is the route's delimiters, as data: `<name>`/`</name>` tags,
+open/close pairs that are not tags (`[THINK]`/`[/THINK]`, `◁think▷`/`◁/think▷`),
+built-in presets (`harmony`, for gpt-oss served raw), answer wrappers that
+are removed (`<answer>`, `<response>`) and tool-call markers that end an
+unclosed block. Every delimiter has one kind:
+
+- OPEN starts a block of its pair; CLOSE ends a block of a pair it belongs
+  to (several pairs may share one);
+- DROP is removed from the visible text (answer wrappers, stray markers);
+- END (a tool-call marker) ends a block and stays in the visible text, with
+  everything after it.
 
 Theory of operation. The splitter is in one of two states:
 
-- OUTSIDE: text is visible. An open tag of the configured set (`<think>`,
-  `<thinking>`, `<reasoning>`, case-insensitive) enters INSIDE. A close tag
-  here is stray: with `implicit_open` and no block seen yet it could not be
-  (the splitter starts INSIDE then); otherwise it is removed and the text
-  around it stays visible.
-- INSIDE(name): text is reasoning. Only the close tag of the same name ends
-  the block (`name is None` in implicit mode: any configured close tag). Tags
-  do not nest: any other tag inside is reasoning text.
+- OUTSIDE: text is visible. An OPEN enters INSIDE. A CLOSE here is stray:
+  with `implicit_open` and no block seen yet it could not be (the splitter
+  starts INSIDE then); otherwise it is removed like a DROP and the text
+  around it stays visible. An END is text.
+- INSIDE(pair): text is reasoning. A CLOSE of the same pair ends the block
+  (`pair is None` in implicit mode: any CLOSE), and so does an END. Blocks do
+  not nest: any other delimiter inside is reasoning text.
 
-What is held back between calls is only a possible tag prefix (`<`, `</thi`,
-at most the longest tag) and, inside a block, a short run of trailing
-whitespace that would be trimmed if the close tag follows. Whitespace just
-inside the tags and at the start of the text after a block is dropped.
+With `only_at_start`, OPEN and CLOSE count only until the answer begins (the
+first visible character that is not whitespace); from then on the splitter
+uses the set's `after_start` (its DROPs alone), so an answer that writes
+`<think>` in code stays whole.
+
+What is held back between calls is only a possible delimiter prefix (`<`,
+`</thi`, at most the longest delimiter) and, inside a block, a short run of
+trailing whitespace that would be trimmed if the close follows. Whitespace
+just inside the delimiters and at the start of the text after a block is
+dropped. Delimiters match case-insensitively; where one delimiter is the
+start of a longer one (`<|channel|>`, `<|channel|>final<|message|>`), the
+longer wins, and a read that ends inside the longer one waits for more.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -27,6 +47,9 @@ DEFAULT_TAGS: tuple[str, ...] = ("think", "thinking", "reasoning")
 # Trailing whitespace inside a block is held back (it is trimmed if the close
 # tag follows); past this many characters it is released to keep the carry small.
 _MAX_HELD_WHITESPACE = 64
+_MAX_DELIMITER = 64  # characters of one configured delimiter, at most
+
+OPEN, CLOSE, DROP, END = 0, 1, 2, 3
 
 
 # Not frozen, for speed (see sse.py); treat them as values.
@@ -50,34 +73,199 @@ REASONING_END = ReasoningEnd()
 
 
 @dataclass(frozen=True, slots=True)
-class TagSet:
-    """The configured tag names, with their lower-case delimiters precomputed."""
+class Preset:
+    """Delimiters of a wire format that is not a simple pair."""
 
-    names: tuple[str, ...]
-    opens: tuple[tuple[str, str], ...]  # ("<think>", "think")
-    closes: tuple[tuple[str, str], ...]  # ("</think>", "think")
+    pairs: tuple[tuple[str, tuple[str, ...]], ...]
+    drops: tuple[str, ...] = ()
+
+
+# gpt-oss served raw (OpenAI harmony): the analysis channel is the reasoning;
+# it ends at `<|end|>`, or where the next message starts when a server drops
+# `<|end|>` (llama.cpp); every other marker is removed from the answer.
+PRESETS: dict[str, Preset] = {
+    "harmony": Preset(
+        pairs=(
+            (
+                "<|channel|>analysis<|message|>",
+                ("<|end|>", "<|start|>assistant", "<|channel|>final<|message|>"),
+            ),
+        ),
+        drops=(
+            "<|start|>",
+            "<|channel|>",
+            "<|message|>",
+            "<|constrain|>",
+            "<|return|>",
+            "<|call|>",
+        ),
+    ),
+    "magistral": Preset(pairs=(("[THINK]", ("[/THINK]",)),)),
+    "kimi_vl": Preset(pairs=(("◁think▷", ("◁/think▷",)),)),
+}
+
+Entry = tuple[str, int, frozenset[int]]  # (delimiter, kind, pairs it opens or closes)
+
+
+@dataclass(frozen=True, slots=True)
+class TagSet:
+    """The configured delimiters, lower-cased, in a table longest first."""
+
+    names: tuple[str, ...]  # `<name>` tags
+    pairs: tuple[tuple[str, str], ...]  # other open/close pairs, as configured
+    presets: tuple[str, ...]
+    answer_tags: tuple[str, ...]
+    tool_call_markers: tuple[str, ...]
+    only_at_start: bool
+    table: tuple[Entry, ...]
     longest: int
+    # the one character every delimiter starts with (found with str.find);
+    # None when they start with several (found with `starts`)
+    mark: str | None
+    starts: re.Pattern[str]
+    extends: frozenset[str]  # delimiters that are the start of a longer one
+    after_start: TagSet | None  # with only_at_start: what counts once the answer began
 
     @classmethod
-    def of(cls, names: Iterable[str] = DEFAULT_TAGS) -> TagSet:
-        clean = tuple(dict.fromkeys(n.strip().lower() for n in names if n.strip()))
-        if not clean:
-            raise ValueError("the reasoning tag set must not be empty")
-        for name in clean:
-            if not all(c.isalnum() or c in "_-:." for c in name):
-                raise ValueError(f"invalid reasoning tag name: {name!r}")
-        opens = tuple((f"<{n}>", n) for n in clean)
-        closes = tuple((f"</{n}>", n) for n in clean)
-        return cls(clean, opens, closes, max(len(t) for t, _ in closes))
+    def of(
+        cls,
+        names: Iterable[str] = DEFAULT_TAGS,
+        *,
+        pairs: Iterable[tuple[str, str]] = (),
+        presets: Iterable[str] = (),
+        answer_tags: Iterable[str] = (),
+        tool_call_markers: Iterable[str] = (),
+        only_at_start: bool = False,
+    ) -> TagSet:
+        """Raises ValueError naming what is wrong."""
+        clean = tuple(dict.fromkeys(_name(n) for n in names))
+        answers = tuple(dict.fromkeys(_name(n) for n in answer_tags))
+        other = tuple((str(o), str(c)) for o, c in pairs)
+        known = tuple(dict.fromkeys(presets))
+        markers = tuple(dict.fromkeys(_delimiter(m, "tool-call marker") for m in tool_call_markers))
+        all_pairs: list[tuple[str, tuple[str, ...]]] = [(f"<{n}>", (f"</{n}>",)) for n in clean]
+        for open_, close in other:
+            open_, close = _delimiter(open_, "open"), _delimiter(close, "close")
+            if open_.lower() == close.lower():
+                raise ValueError(f"a reasoning pair's open and close must differ: {open_!r}")
+            all_pairs.append((open_, (close,)))
+        drops: list[str] = [d for n in answers for d in (f"<{n}>", f"</{n}>")]
+        for name in known:
+            preset = PRESETS.get(name)
+            if preset is None:
+                raise ValueError(f"unknown tag preset {name!r} (known: {', '.join(PRESETS)})")
+            all_pairs += preset.pairs
+            drops += preset.drops
+        roles: dict[str, tuple[int, set[int]]] = {}
+
+        def add(delim: str, kind: int, pair: int) -> None:
+            key = delim.lower()
+            role = roles.setdefault(key, (kind, set()))
+            if role[0] != kind or (kind == OPEN and role[1]):
+                raise ValueError(f"the delimiter {delim!r} is given two roles")
+            role[1].add(pair)
+
+        for index, (open_, closes) in enumerate(all_pairs):
+            add(open_, OPEN, index)
+            for close in closes:
+                add(close, CLOSE, index)
+        for delim in drops:
+            if roles.get(delim.lower(), (DROP,))[0] != DROP:
+                raise ValueError(f"the delimiter {delim!r} is given two roles")
+            roles[delim.lower()] = (DROP, set())
+        for marker in markers:
+            add(marker, END, -1)
+        table = tuple(
+            sorted(
+                ((d, kind, frozenset(p)) for d, (kind, p) in roles.items()),
+                key=lambda e: -len(e[0]),
+            )
+        )
+        after = None
+        if only_at_start:
+            after = cls._build(clean, other, known, answers, markers, False, _only_drops(table))
+        return cls._build(clean, other, known, answers, markers, only_at_start, table, after)
+
+    @classmethod
+    def _build(
+        cls,
+        names: tuple[str, ...],
+        pairs: tuple[tuple[str, str], ...],
+        presets: tuple[str, ...],
+        answers: tuple[str, ...],
+        markers: tuple[str, ...],
+        only_at_start: bool,
+        table: tuple[Entry, ...],
+        after: TagSet | None = None,
+    ) -> TagSet:
+        firsts = sorted({c for d, _, _ in table for c in (d[0], d[0].upper())})
+        delims = [d for d, _, _ in table]
+        return cls(
+            names=names,
+            pairs=pairs,
+            presets=presets,
+            answer_tags=answers,
+            tool_call_markers=markers,
+            only_at_start=only_at_start,
+            table=table,
+            longest=max((len(d) for d in delims), default=1),
+            mark=firsts[0] if len(firsts) == 1 else ("<" if not firsts else None),
+            starts=re.compile("[" + re.escape("".join(firsts) or "<") + "]"),
+            extends=frozenset(d for d in delims if any(o != d and o.startswith(d) for o in delims)),
+            after_start=after,
+        )
 
     def delimiters(self) -> tuple[str, ...]:
-        return tuple(t for t, _ in self.opens + self.closes)
+        """What never reaches the answer: every delimiter but the tool-call
+        markers (with `only_at_start`, the reasoning ones only before the
+        answer begins)."""
+        return tuple(d for d, kind, _ in self.table if kind != END)
+
+    def describe(self) -> list[object]:
+        """The `tags` entries as the config writes them."""
+        out: list[object] = list(self.names)
+        out += [{"open": o, "close": c} for o, c in self.pairs]
+        out += [{"preset": p} for p in self.presets]
+        return out
+
+    def with_pair(self, name: str) -> TagSet:
+        """This set with the `<name>` tag added (the history reader's set)."""
+        if name in self.names:
+            return self
+        return TagSet.of(
+            (*self.names, name),
+            pairs=self.pairs,
+            presets=self.presets,
+            answer_tags=self.answer_tags,
+            tool_call_markers=self.tool_call_markers,
+            only_at_start=self.only_at_start or not self.table,
+        )
+
+
+def _name(name: str) -> str:
+    clean = str(name).strip().lower()
+    if not clean or not all(c.isalnum() or c in "_-:." for c in clean):
+        raise ValueError(f"invalid reasoning tag name: {name!r}")
+    return clean
+
+
+def _delimiter(text: str, what: str) -> str:
+    if not text.strip():
+        raise ValueError(f"a reasoning {what} delimiter must not be empty")
+    if len(text) > _MAX_DELIMITER:
+        raise ValueError(f"a reasoning {what} delimiter is longer than {_MAX_DELIMITER} characters")
+    return text
+
+
+def _only_drops(table: tuple[Entry, ...]) -> tuple[Entry, ...]:
+    return tuple(e for e in table if e[1] == DROP)
 
 
 DEFAULT_TAG_SET = TagSet.of(DEFAULT_TAGS)
 
 _OUTSIDE = 0
 _INSIDE = 1
+_ANY: frozenset[int] = frozenset()  # the implicit block: any close ends it
 
 
 class TagSplitter:
@@ -92,6 +280,7 @@ class TagSplitter:
         "_skip_ws",
         "_state",
         "_tags",
+        "_watch",
         "delimiters",
     )
 
@@ -100,27 +289,32 @@ class TagSplitter:
         self._carry = ""
         self._held_ws = ""
         self._hold = ""  # visible text held across a block (see _emit_before_block)
-        self._block: str | None = None
+        self._block: int | None = None  # the pair of the open block (-1: implicit)
         self._state = _INSIDE if implicit_open else _OUTSIDE
         # In implicit mode, a leading explicit open tag is consumed, not reasoning.
         self._fresh_implicit = implicit_open
         self._skip_ws = implicit_open
-        self.delimiters = 0  # tags removed from the text so far (for metrics)
+        # only_at_start: watching for the first visible character of the answer
+        self._watch = tags.only_at_start
+        if implicit_open:
+            self._block = -1
+        self.delimiters = 0  # delimiters removed from the text so far (for metrics)
 
     @property
     def plain(self) -> bool:
-        """Outside any block with nothing held: text without `<` passes as is."""
-        return self._state == _OUTSIDE and not self._carry and not self._skip_ws
+        """Outside any block with nothing held: text without a delimiter
+        start passes as is."""
+        return self._state == _OUTSIDE and not self._carry and not self._skip_ws and not self._watch
 
     @property
     def inside_plain(self) -> bool:
         """Inside a block with nothing held but trailing whitespace: text
-        without `<` is all reasoning (see `reasoning_text`)."""
+        without a delimiter start is all reasoning (see `reasoning_text`)."""
         return self._state == _INSIDE and not self._carry and not self._skip_ws
 
     def reasoning_text(self, text: str) -> str:
-        """`feed` for text without `<` while `inside_plain`: the reasoning to
-        send now (trailing whitespace held back as usual)."""
+        """`feed` for text without a delimiter start while `inside_plain`:
+        the reasoning to send now (trailing whitespace held back as usual)."""
         return self._reasoning(text)
 
     @property
@@ -132,6 +326,7 @@ class TagSplitter:
         anything becomes visible text again (the response is not tag-based)."""
         if self._fresh_implicit and self._state == _INSIDE:
             self._state = _OUTSIDE
+            self._block = None
             self._fresh_implicit = False
             self._skip_ws = False
 
@@ -139,79 +334,26 @@ class TagSplitter:
         if self._carry:
             text = self._carry + text
             self._carry = ""
-        elif "<" not in text and not self._skip_ws:
-            if not text:
-                return []
-            if self._state == _OUTSIDE:
-                return [Visible(text)]
-            text = self._reasoning(text)
-            return [Reasoning(text)] if text else []
-        out: list[TagEvent] = []
-        pos = scan = 0  # pos: start of text not yet emitted; scan: where to look for "<"
-        n = len(text)
-        longest = self._tags.longest
-        while True:
-            lt = text.find("<", scan)
-            if lt < 0:
-                if pos < n:
-                    self._emit(text[pos:], out)
-                return out
-            window = text[lt : lt + longest].lower()
-            match = self._match(window)
-            if match is None:
-                if lt + len(window) >= n and self._is_prefix(window):
-                    if self._state == _OUTSIDE:
-                        # `<thi` + `</th`: if that close tag completes and is cut
-                        # out, the two join; hold both
-                        lt = pos + self._prefix_start(text[pos:lt])
-                    if lt > pos:
-                        self._emit(text[pos:lt], out)
-                    self._carry = text[lt:]
-                    return out
-                scan = lt + 1
-                continue
-            is_open, name, length = match
-            end = lt + length
-            if self._state == _OUTSIDE and not is_open:
-                # A stray close tag is cut out; the text around it may now form
-                # a tag, so look again from where one could start.
-                self.delimiters += 1
-                text = text[:lt] + text[end:]
-                n = len(text)
-                scan = max(pos, lt - longest + 1)
-                continue
-            if self._state == _OUTSIDE:
-                self.delimiters += 1
-                self._emit_before_block(text[pos:lt], out)
-                self._open(name)
-            elif not is_open and self._block in (None, name):
-                self.delimiters += 1
-                if lt > pos:
-                    self._emit(text[pos:lt], out)
-                self._close(out)
-                if self._hold:
-                    # the visible text held before the block joins what follows it
-                    text = self._hold + text[end:]
-                    self._hold = ""
-                    n = len(text)
-                    pos = scan = 0
-                    continue
-            elif is_open and self._fresh_implicit and not text[pos:lt].strip():
-                # `<think>` at the start of an implicit block repeats the
-                # prompt's open tag: consume it.
-                self.delimiters += 1
-                self._fresh_implicit = False
-                self._block = name
-            else:
-                # tags do not nest: inside a block any other tag is reasoning text
-                self._emit(text[pos:end], out)
-            pos = scan = end
+        else:
+            mark = self._tags.mark
+            if (
+                (mark not in text) if mark is not None else (self._tags.starts.search(text) is None)
+            ) and not self._skip_ws:
+                if not text:
+                    return []
+                if self._state == _OUTSIDE:
+                    if self._watch and not text.isspace():
+                        self._begin()
+                    return [Visible(text)]
+                text = self._reasoning(text)
+                return [Reasoning(text)] if text else []
+        return self._scan(text, False)
 
     def flush(self) -> list[TagEvent]:
         out: list[TagEvent] = []
         carry, self._carry = self._carry, ""
         if carry:
-            self._emit(carry, out)
+            out = self._scan(carry, True)
         self._held_ws = ""  # trailing whitespace at the end of a block is trimmed
         if self._state == _INSIDE:
             self._close(out)
@@ -222,20 +364,120 @@ class TagSplitter:
 
     # -- internals ---------------------------------------------------------
 
-    def _match(self, window: str) -> tuple[bool, str, int] | None:
-        """(is_open, name, length) of the tag at the start of `window`."""
-        if window[1:2] == "/":
-            for delim, name in self._tags.closes:
-                if window.startswith(delim):
-                    return False, name, len(delim)
-        else:
-            for delim, name in self._tags.opens:
-                if window.startswith(delim):
-                    return True, name, len(delim)
+    def _scan(self, text: str, final: bool) -> list[TagEvent]:
+        """Split `text`; unless `final`, a possible delimiter start at its
+        end is kept in the carry for the next call."""
+        out: list[TagEvent] = []
+        pos = scan = 0  # pos: start of text not yet emitted; scan: where to look next
+        n = len(text)
+        tags = self._tags
+        while True:
+            if tags.mark is not None:
+                lt = text.find(tags.mark, scan)
+            else:
+                found = tags.starts.search(text, scan)
+                lt = found.start() if found is not None else -1
+            if lt < 0:
+                if pos < n:
+                    self._emit(text[pos:], out)
+                return out
+            window = text[lt : lt + tags.longest].lower()
+            match = self._match(window)
+            truncated = lt + len(window) >= n and len(window) < tags.longest
+            if not final and truncated and self._may_grow(window, match):
+                if self._state == _OUTSIDE:
+                    # `<thi` + `</th`: if that close tag completes and is cut
+                    # out, the two join; hold both
+                    lt = pos + self._prefix_start(text[pos:lt])
+                if lt > pos:
+                    self._emit(text[pos:lt], out)
+                self._carry = text[lt:]
+                return out
+            if match is None:
+                scan = lt + 1
+                continue
+            kind, pairs, length = match
+            end = lt + length
+            if self._state == _OUTSIDE:
+                if kind == END:
+                    scan = lt + 1
+                    continue
+                if kind != DROP and self._watch and not text[pos:lt].isspace() and lt > pos:
+                    # the answer began before this delimiter: from here on
+                    # only the after-start set counts
+                    self._emit(text[pos:lt], out)
+                    pos = scan = lt
+                    tags = self._tags
+                    continue
+                if kind != OPEN:
+                    # A stray close or a dropped marker is cut out; the text
+                    # around it may now form a delimiter, so look again from
+                    # where one could start.
+                    self.delimiters += 1
+                    text = text[:lt] + text[end:]
+                    n = len(text)
+                    scan = max(pos, lt - tags.longest + 1)
+                    continue
+                self.delimiters += 1
+                self._emit_before_block(text[pos:lt], out)
+                self._open(pairs)
+                pos = scan = end
+                continue
+            if (kind == CLOSE and (self._block == -1 or self._block in pairs)) or kind == END:
+                if lt > pos:
+                    self._emit(text[pos:lt], out)
+                self._close(out)
+                if kind == CLOSE:
+                    self.delimiters += 1
+                else:
+                    end = lt  # a tool-call marker stays, as answer text
+                if self._hold:
+                    # the visible text held before the block joins what follows it
+                    text = self._hold + text[end:]
+                    self._hold = ""
+                    n = len(text)
+                    pos = scan = 0
+                    continue
+                pos = end
+                scan = end if kind == CLOSE else end + length
+                continue
+            if kind == OPEN and self._fresh_implicit and not text[pos:lt].strip():
+                # `<think>` at the start of an implicit block repeats the
+                # prompt's open tag: consume it.
+                self.delimiters += 1
+                self._fresh_implicit = False
+                self._block = next(iter(pairs))
+            else:
+                # blocks do not nest: inside a block any other delimiter is text
+                self._emit(text[pos:end], out)
+            pos = scan = end
+
+    def _match(self, window: str) -> tuple[int, frozenset[int], int] | None:
+        """(kind, pairs, length) of the delimiter at the start of `window`."""
+        for delim, kind, pairs in self._tags.table:
+            if window.startswith(delim):
+                return kind, pairs, len(delim)
         return None
 
+    def _may_grow(self, window: str, match: tuple[int, frozenset[int], int] | None) -> bool:
+        """Could more text make `window` (cut short by the end of the text) a
+        delimiter, or a longer one than it matches now?"""
+        if match is None:
+            return self._is_prefix(window)
+        matched = window[: match[2]]
+        if matched not in self._tags.extends:
+            return False
+        return any(len(d) > len(window) and d.startswith(window) for d, _, _ in self._tags.table)
+
     def _is_prefix(self, window: str) -> bool:
-        return any(delim.startswith(window) for delim, _ in self._tags.opens + self._tags.closes)
+        return any(delim.startswith(window) for delim, _, _ in self._tags.table)
+
+    def _begin(self) -> None:
+        """The answer began (only_at_start): reasoning delimiters no longer count."""
+        self._watch = False
+        after = self._tags.after_start
+        assert after is not None
+        self._tags = after
 
     def _emit_before_block(self, text: str, out: list[TagEvent]) -> None:
         """Visible text just before an open tag. If it ends in what could be
@@ -248,19 +490,23 @@ class TagSplitter:
             self._emit(text[:cut], out)
 
     def _prefix_start(self, text: str) -> int:
-        """Where a trailing possible delimiter start (`<thi`) begins, else len(text)."""
-        cut = text.rfind("<")
-        if (
-            cut >= 0
-            and len(text) - cut < self._tags.longest
-            and self._is_prefix(text[cut:].lower())
-        ):
-            return cut
-        return len(text)
+        """Where the earliest trailing possible delimiter start (`<thi`)
+        begins, else len(text)."""
+        n = len(text)
+        starts = self._tags.starts
+        at = max(0, n - self._tags.longest + 1)
+        while True:
+            found = starts.search(text, at)
+            if found is None:
+                return n
+            at = found.start()
+            if self._is_prefix(text[at:].lower()):
+                return at
+            at += 1
 
-    def _open(self, name: str) -> None:
+    def _open(self, pairs: frozenset[int]) -> None:
         self._state = _INSIDE
-        self._block = name
+        self._block = next(iter(pairs))
         self._skip_ws = True
 
     def _close(self, out: list[TagEvent]) -> None:
@@ -279,6 +525,8 @@ class TagSplitter:
             self._skip_ws = False
             text = stripped
         if self._state == _OUTSIDE:
+            if self._watch and not text.isspace():
+                self._begin()
             out.append(Visible(text))
             return
         text = self._reasoning(text)

@@ -532,7 +532,7 @@ def test_reasoning_bytes_per_turn_are_bounded() -> None:
     out, normalizer = run_stream(render_stream(chunks), max_reasoning_chars=25)
     assert len(read_stream(out)["reasoning"]) == 50  # the client still gets all of it
     turn = normalizer.turn()
-    assert turn.thinking[0].thought == "x" * 20
+    assert turn.thinking[0].thought == "x" * 25  # cut at the bound
     assert turn.reasoning_truncated
 
 
@@ -718,14 +718,14 @@ def test_reads_that_need_no_change_are_forwarded_as_they_came() -> None:
     assert normalizer.state == DONE
 
 
-def test_a_new_block_past_the_reasoning_bound_is_dropped_from_the_turn() -> None:
+def test_a_new_block_past_the_reasoning_bound_keeps_what_fits() -> None:
     chunks = [
-        chunk({"content": "<think>" + "x" * 30 + "</think>a<think>more</think>b"}),
+        chunk({"content": "<think>" + "x" * 30 + "</think>a<think>more</think>b<think>z</think>"}),
         chunk({}, "stop"),
     ]
     _, normalizer = run_stream(render_stream(chunks), max_reasoning_chars=32)
     turn = normalizer.turn()
-    assert [b.thought for b in turn.thinking] == ["x" * 30]
+    assert [b.thought for b in turn.thinking] == ["x" * 30, "mo"]
     assert turn.reasoning_truncated
 
 
@@ -736,7 +736,7 @@ def test_tap_ignores_other_choices() -> None:
     }
     normalizer = StreamNormalizer()
     normalizer.tap = []
-    normalizer.feed(render_stream([first, chunk({"content": "mine <th"})]))
+    normalizer.feed(render_stream([first, first, chunk({"content": "mine <th"})]))
     assert normalizer.tap == [("content", "mine "), ("content", "<th")]  # held, then flushed
 
 

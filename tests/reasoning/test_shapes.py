@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from proxy.reasoning.normalizer import NormalizeOptions, StreamNormalizer
 from proxy.reasoning.shapes import Shape, _delta_span, _proves, learn
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent
+from proxy.reasoning.tags import TagSet
 from tests.casefiles import chunk, cut_at
 
 Json = dict[str, Any]
@@ -482,6 +483,13 @@ INTERESTING = [
     '","x":"',
     "\\u00e9",
     " ",
+    "[THINK]",
+    "[/THINK]",
+    "<|channel|>analysis<|message|>",
+    "<|end|>",
+    "<|start|>assistant<|channel|>final<|message|>",
+    "<answer>",
+    "<tool_call>",
 ]
 texts = st.one_of(
     st.text(max_size=8),
@@ -610,12 +618,14 @@ def run(pieces: list[bytes], options: NormalizeOptions, tap: bool) -> tuple[Any,
 
 
 def assert_same(
-    pieces: list[bytes], include: bool, max_reasoning_chars: int = 1 << 24
+    pieces: list[bytes], include: bool, max_reasoning_chars: int = 1 << 24, **more: Any
 ) -> tuple[StreamNormalizer, StreamNormalizer]:
     """The normalizer with shapes and the one that parses every chunk agree:
     events, state, turns, and what the tap saw (with a tap, and without one,
     which lets the shape path take more)."""
-    options = NormalizeOptions(include_in_response=include, max_reasoning_chars=max_reasoning_chars)
+    options = NormalizeOptions(
+        include_in_response=include, max_reasoning_chars=max_reasoning_chars, **more
+    )
     results = []
     for tap in (True, False):
         fast_out, fast = run(pieces, replace(options, shapes=True), tap)
@@ -646,6 +656,34 @@ def test_shapes_on_and_off_give_the_same_stream(
 ) -> None:
     assert_same(cut_at(body, sizes), include, max_reasoning_chars)
     assert_same([body], include, max_reasoning_chars)
+
+
+TAG_SETS = {
+    "magistral+default": TagSet.of(presets=["magistral"]),
+    "magistral": TagSet.of((), presets=["magistral"]),
+    "harmony": TagSet.of((), presets=["harmony"]),
+    "at-start": TagSet.of(only_at_start=True),
+    "answer+tool-markers": TagSet.of(answer_tags=["answer"], tool_call_markers=["<tool_call>"]),
+    "off": TagSet.of(()),
+}
+
+
+@given(
+    streams(),
+    st.lists(st.integers(min_value=0, max_value=60), max_size=40),
+    st.booleans(),
+    st.sampled_from(sorted(TAG_SETS)),
+    st.booleans(),
+)
+def test_shapes_on_and_off_agree_for_every_tag_set(
+    body: bytes, sizes: list[int], include: bool, tags: str, implicit: bool
+) -> None:
+    more = {
+        "tags": TAG_SETS[tags],
+        "implicit_open_tag": implicit and bool(TAG_SETS[tags].table),
+    }
+    assert_same(cut_at(body, sizes), include, **more)
+    assert_same([body], include, **more)
 
 
 def long_stream(dumps: Callable[[Json], bytes] = orjson.dumps) -> bytes:
