@@ -66,7 +66,10 @@ def test_the_python_snippet_streams_reasoning_then_the_answer(port: int) -> None
         [sys.executable, "-c", on(port, snippet)], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    assert "144" in result.stdout
+    # the reasoning, a blank line, then the answer on a line of its own
+    reasoning, answer = result.stdout.rstrip("\n").split("\n\n")
+    assert "12 * 12" in reasoning
+    assert answer == "12 * 12 = 144."
     assert "<think>" not in result.stdout
     # the conversation it named is stored, with its reasoning
     curl = re.search(r"Stored reasoning: `(curl [^`]+)`", USE_IT)
