@@ -5,6 +5,7 @@ credentials and what a Chat upstream never sees."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -206,8 +207,12 @@ def test_deltas_are_forwarded_as_they_arrive(upstream: FakeUpstream) -> None:
             for raw in r.iter_raw():
                 arrivals += [time.monotonic() - start for _ in range(raw.count(b"text_delta"))]
     assert len(arrivals) == 4
+    # the upstream sends one event every 200 ms: each delta arrives on its
+    # own, soon after it was sent, never held back for the next one
     for n, t in enumerate(arrivals):
         assert t >= 0.2 * (n + 1) - 0.05, arrivals
+        assert t < 0.2 * (n + 1) + 0.15, arrivals
+    assert all(b - a > 0.1 for a, b in itertools.pairwise(arrivals)), arrivals
 
 
 def test_a_tool_loop_that_keeps_thinking_round_trips_the_signature(upstream: FakeUpstream) -> None:
