@@ -30,6 +30,7 @@ from proxy.dialects import (
     host_dialect,
 )
 from proxy.errors import ConfigError
+from proxy.http1.egress import EnvProxies, ProxyURL
 from proxy.reasoning.tags import DEFAULT_TAGS, TagSet
 from proxy.settings import Overrides, config_overrides
 
@@ -111,6 +112,8 @@ class RouteModel(_Model):
     tool_call_markers: list[str] = Field(default_factory=list)
     timeouts: TimeoutsModel = Field(default_factory=TimeoutsModel)
     headers: dict[str, str] = Field(default_factory=dict)
+    # an HTTP proxy for this route's requests: http://[user:password@]host:port
+    upstream_proxy: str | None = None
     # what the upstream speaks: every front door translates to `chat`; a door
     # of the upstream's own API passes through (normalized)
     api: Literal["chat", "responses", "messages"] = "chat"
@@ -130,6 +133,13 @@ class RouteModel(_Model):
     def _dialect_name(cls, value: str) -> str:
         if value not in DIALECT_NAMES:
             raise ValueError("must be one of: " + ", ".join(DIALECT_NAMES))
+        return value
+
+    @field_validator("upstream_proxy")
+    @classmethod
+    def _proxy_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            ProxyURL.parse(value)  # its ValueError says what is wrong
         return value
 
     @field_validator("headers")
@@ -154,6 +164,10 @@ class ServerModel(_Model):
     shutdown_grace_seconds: float = Field(25.0, ge=0, le=3600)
     upstream_max_in_flight: int = Field(512, ge=1)
     upstream_queue_timeout: float = Field(5.0, ge=0)
+    upstream_max_connections_per_origin: int = Field(256, ge=1)
+    upstream_keepalive_seconds: float = Field(30.0, gt=0)
+    # HTTP_PROXY, HTTPS_PROXY and NO_PROXY are read only when this is true
+    trust_env: bool = False
     upstream_client: Literal["builtin", "aiohttp"] = "builtin"
 
 
@@ -173,10 +187,17 @@ class LimitsModel(_Model):
     max_response_bytes: int = Field(64 * 1024 * 1024, ge=1024)
 
 
+class UiModel(_Model):
+    # each turn's input (the user's last message, tool results) is stored
+    # with it and shown in the inspector; off, it is not stored at all
+    show_prompts: bool = False
+
+
 class ConfigModel(_Model):
     server: ServerModel = Field(default_factory=ServerModel)
     store: StoreModel = Field(default_factory=StoreModel)
     limits: LimitsModel = Field(default_factory=LimitsModel)
+    ui: UiModel = Field(default_factory=UiModel)
     defaults: dict[str, Any] = Field(default_factory=dict)
     routes: list[RouteModel] = Field(min_length=1)
     profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -200,6 +221,7 @@ class Route:
     connect_timeout: float
     idle_timeout: float
     headers: tuple[tuple[str, str], ...] = ()
+    upstream_proxy: ProxyURL | None = None
     api: Literal["chat", "responses", "messages"] = "chat"
     # where `dialect` came from: the config, the upstream host, or nowhere
     # (then the model name decides per request, else openai)
@@ -222,6 +244,7 @@ class Config:
     server: ServerModel = field(default_factory=ServerModel)
     store: StoreModel = field(default_factory=StoreModel)
     limits: LimitsModel = field(default_factory=LimitsModel)
+    ui: UiModel = field(default_factory=UiModel)
     admin_token: Secret | None = None
     secret: Secret | None = None
     source: str = "<options>"
@@ -303,6 +326,11 @@ def build_config(
         routes = tuple(_route(r, i) for i, r in enumerate(model.routes))
     except ValueError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    if model.server.trust_env:
+        try:
+            EnvProxies.from_env(env)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: server.trust_env: {exc}") from None
     names = [r.name for r in routes]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -319,6 +347,7 @@ def build_config(
         server=model.server,
         store=model.store,
         limits=model.limits,
+        ui=model.ui,
         admin_token=Secret(admin) if admin else None,
         secret=Secret(secret) if secret else None,
         source=source,
@@ -348,6 +377,7 @@ def _route(model: RouteModel, index: int) -> Route:
         connect_timeout=model.timeouts.connect,
         idle_timeout=model.timeouts.idle,
         headers=tuple(model.headers.items()),
+        upstream_proxy=ProxyURL.parse(model.upstream_proxy) if model.upstream_proxy else None,
         api=model.api,
     )
 
@@ -436,6 +466,7 @@ def describe(config: Config) -> dict[str, Any]:
         },
         "store": config.store.model_dump(),
         "limits": config.limits.model_dump(),
+        "ui": config.ui.model_dump(),
         "defaults": dict(config.defaults),
         "profiles": {k: dict(v) for k, v in config.profiles.items()},
         "routes": [
@@ -456,6 +487,7 @@ def describe(config: Config) -> dict[str, Any]:
                 "tool_call_markers": list(r.tags.tool_call_markers),
                 "timeouts": {"connect": r.connect_timeout, "idle": r.idle_timeout},
                 "headers": {k: "<set>" for k, _ in r.headers},
+                "upstream_proxy": str(r.upstream_proxy) if r.upstream_proxy else None,
                 "api": r.api,
             }
             for r in config.routes

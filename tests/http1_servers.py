@@ -13,6 +13,7 @@ import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -254,3 +255,124 @@ def unused_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# -- an egress proxy ----------------------------------------------------------------------
+
+
+class ForwardProxy:
+    """A small HTTP proxy on 127.0.0.1: CONNECT tunnels, and requests in
+    absolute form (the first one of a connection rewritten to origin form,
+    the rest of the connection relayed as it is). The names it is asked for
+    are looked up in `hosts` ("name:port" -> the address to use), never
+    resolved. With `credentials`, a request without that Proxy-Authorization
+    value gets a 407; `refuse` answers every request with that status."""
+
+    def __init__(
+        self,
+        hosts: dict[str, tuple[str, int]],
+        *,
+        credentials: str | None = None,
+        refuse: int | None = None,
+    ) -> None:
+        self.hosts = hosts
+        self.credentials = credentials
+        self.refuse = refuse
+        self.heads: list[bytes] = []  # the first request head of each connection
+        self.tunneled = bytearray()  # what the client sent into tunnels
+        self.connections = 0
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self.connections += 1
+        try:
+            await self._relay(reader, writer)
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+            self._tasks.discard(task)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        self.heads.append(head)
+        method, target, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+        lines = head.decode("latin-1").split("\r\n")[1:]
+        given = [
+            v.strip()
+            for n, _, v in (h.partition(":") for h in lines)
+            if n.lower() == "proxy-authorization"
+        ]
+        if self.refuse is not None or (self.credentials and given != [self.credentials]):
+            status = self.refuse or 407
+            writer.write(
+                b"HTTP/1.1 %d No\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" % status
+            )
+            await writer.drain()
+            return
+        if method == "CONNECT":
+            address = self.hosts.get(target)
+        else:
+            url = urlsplit(target)
+            address = self.hosts.get(f"{url.hostname}:{url.port or 80}")
+        if address is None:
+            writer.write(b"HTTP/1.1 502 Unknown Host\r\nContent-Length: 0\r\n\r\n")
+            await writer.drain()
+            return
+        up_reader, up_writer = await asyncio.open_connection(*address)
+        if method == "CONNECT":
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            record: bytearray | None = self.tunneled
+        else:  # the first request in origin form, without the proxy's credentials
+            kept = [h for h in lines if not h.lower().startswith("proxy-authorization:")]
+            path = urlsplit(target).path or "/"
+            up_writer.write(
+                f"{method} {path} HTTP/1.1\r\n".encode() + "\r\n".join(kept).encode("latin-1")
+            )
+            record = None
+        await asyncio.gather(pipe(reader, up_writer, record), pipe(up_reader, writer, None))
+
+
+async def pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, record: bytearray | None
+) -> None:
+    """Bytes from `reader` to `writer` until either side closes."""
+    try:
+        while data := await reader.read(65536):
+            if record is not None:
+                record += data
+            writer.write(data)
+            await writer.drain()
+    except ConnectionError:
+        pass
+    finally:
+        writer.close()
+
+
+@contextlib.asynccontextmanager
+async def forward_proxy(
+    hosts: dict[str, tuple[str, int]], **options: Any
+) -> AsyncIterator[ForwardProxy]:
+    proxy = ForwardProxy(hosts, **options)
+    await proxy.start()
+    try:
+        yield proxy
+    finally:
+        await proxy.stop()

@@ -27,6 +27,7 @@ from tests.http1_servers import (
     WAIT,
     Conn,
     Handler,
+    Upstream,
     answering,
     chunk,
     chunked,
@@ -400,6 +401,40 @@ async def test_idle_connections_expire_after_keepalive() -> None:
         assert await get(pool, up) == (200, b"ok")
         assert up.connections == 2
         await wait_until(lambda: up.closed_by_client == 1, "the expired connection is closed")
+
+
+async def test_the_sweep_closes_idle_connections_without_a_request() -> None:
+    async with serving(answering(response())) as up, opened_pool(keepalive=0.3) as pool:
+        assert await get(pool, up) == (200, b"ok")
+        assert pool.idle == 1
+        await wait_until(lambda: up.closed_by_client == 1, "the sweep closes the connection")
+        assert pool.idle == 0
+        assert pool._sweep_timer is None  # nothing idle: no timer
+
+
+async def test_the_sweep_closes_each_connection_at_its_own_expiry() -> None:
+    async with serving(answering(response())) as up, opened_pool(keepalive=0.6) as pool:
+        first, second = await asyncio.gather(fetch(pool, up), fetch(pool, up))
+        for resp in (first, second):
+            assert await read_all(resp) == b"ok"
+        first.release()
+        await asyncio.sleep(0.4)
+        second.release()
+        assert pool.idle == 2
+        await wait_until(lambda: up.closed_by_client == 1, "the first one expires")
+        assert pool.idle == 1  # the second has 0.4 s to go
+        await wait_until(lambda: up.closed_by_client == 2, "then the second")
+        assert pool.idle == 0
+
+
+async def test_a_connection_the_upstream_closed_leaves_the_pool_at_the_sweep() -> None:
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            await conn.send(response(b"n%d" % conn.index))  # keep-alive, then closes
+
+    async with serving(handler) as up, opened_pool(keepalive=0.5) as pool:
+        assert await get(pool, up) == (200, b"n1")
+        await wait_until(lambda: pool.idle == 0, "the closed connection is dropped")
 
 
 async def test_the_most_recently_used_idle_connection_is_taken() -> None:
@@ -1216,6 +1251,96 @@ async def test_a_waiting_request_that_is_cancelled_leaves_the_line_and_takes_no_
         assert await get(pool, up) == (200, b"x")  # with limit 1: the slot came back
         assert (pool.in_flight, pool.waiting) == (0, 0)
         assert len(up.requests) == 2
+
+
+# -- the per-origin limit ------------------------------------------------------------------------
+
+
+def other_origin(up: Upstream) -> http1.Origin:
+    """The same server under another name: another origin to the pool."""
+    return http1.Origin("http", "localhost", up.port)
+
+
+async def test_a_request_beyond_the_origins_limit_waits_for_a_release() -> None:
+    async with (
+        serving(answering(response(b"x"))) as up,
+        opened_pool(limit=16, max_per_origin=1) as pool,
+    ):
+        first = await fetch(pool, up)
+        second = asyncio.create_task(fetch(pool, up))
+        try:
+            await wait_until(lambda: pool.waiting == 1, "the second request waits")
+            other = await pool.request(
+                other_origin(up), "GET", "/", [], None, connect_timeout=WAIT, idle_timeout=WAIT
+            )  # another origin: at once
+            assert (pool.in_flight, pool.waiting, len(up.requests)) == (2, 1, 2)
+            assert await read_all(first) == b"x"
+            first.release()
+            resp = await asyncio.wait_for(second, WAIT)
+        finally:
+            second.cancel()
+        assert await read_all(resp) == b"x"
+        resp.release()
+        other.release()
+        assert (pool.in_flight, pool.waiting, len(up.requests)) == (0, 0, 3)
+
+
+async def test_the_wait_for_the_origin_is_bounded_by_the_queue_timeout() -> None:
+    handler = holding_the_first(response(b"after"))
+    async with (
+        serving(handler) as up,
+        opened_pool(limit=16, max_per_origin=1, queue_timeout=0.3) as pool,
+    ):
+        held = await fetch(pool, up)
+        with pytest.raises(http1.PoolTimeout):
+            await asyncio.wait_for(fetch(pool, up), WAIT)
+        assert len(up.requests) == 1  # never sent
+        assert (pool.in_flight, pool.waiting) == (1, 0)
+        held.release()
+        assert await get(pool, up) == (200, b"after")
+
+
+async def test_a_request_waiting_for_its_origin_holds_no_slot_of_the_pool() -> None:
+    """limit 2, one per origin: while a second request to the first origin
+    waits, the second slot stays free for another origin."""
+    async with (
+        serving(answering(response(b"x"))) as up,
+        opened_pool(limit=2, max_per_origin=1, queue_timeout=WAIT) as pool,
+    ):
+        first = await fetch(pool, up)
+        second = asyncio.create_task(fetch(pool, up))
+        try:
+            await wait_until(lambda: pool.waiting == 1, "the second request waits")
+            other = await asyncio.wait_for(
+                pool.request(
+                    other_origin(up), "GET", "/", [], None, connect_timeout=WAIT, idle_timeout=WAIT
+                ),
+                1.0,
+            )
+            assert await read_all(other) == b"x"
+            other.release()
+            assert await read_all(first) == b"x"
+            first.release()
+            resp = await asyncio.wait_for(second, WAIT)
+        finally:
+            second.cancel()
+        assert await read_all(resp) == b"x"
+        resp.release()
+        assert (pool.in_flight, pool.waiting) == (0, 0)
+
+
+async def test_a_cancelled_wait_for_the_origin_gives_back_what_it_took() -> None:
+    async with serving(answering(response(b"x"))) as up, opened_pool(max_per_origin=1) as pool:
+        first = await fetch(pool, up)
+        waiter = asyncio.create_task(fetch(pool, up))
+        await wait_until(lambda: pool.waiting == 1, "the second request waits")
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert await read_all(first) == b"x"
+        first.release()
+        assert await get(pool, up) == (200, b"x")  # the origin's one slot came back
+        assert (pool.in_flight, pool.waiting) == (0, 0)
 
 
 # -- compressed bodies that inflate far past their size ------------------------------------------

@@ -155,8 +155,16 @@ async def test_localhost_through_the_event_loops_resolver() -> None:
 
 
 async def test_an_ip_address_is_not_resolved() -> None:
-    assert await resolve("::1", 8080) == [(*info("::1", 8080)[:4], ("::1", 8080))]
-    assert await resolve("127.0.0.1", 80) == [info("127.0.0.1", 80)]
+    async with (
+        serving(answering(response(b"v6")), host="::1") as up,
+        opened_pool(resolver=resolver({})) as pool,  # any lookup fails
+    ):
+        assert await get_from(pool, http1.Origin("http", "::1", up.port)) == b"v6"
+
+
+async def test_the_default_resolver_is_the_event_loops() -> None:
+    infos = await resolve("localhost", 80)
+    assert ("127.0.0.1", 80) in [i[4][:2] for i in infos]
 
 
 async def test_interleave_alternates_families_from_the_first_ones() -> None:

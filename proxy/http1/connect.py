@@ -1,5 +1,7 @@
-"""Opening a TCP connection to a host name: resolution, then staggered
-attempts over its addresses (happy eyeballs, RFC 8305).
+"""Opening a connection: to the upstream, or to an egress proxy (and then,
+for an https upstream, a CONNECT tunnel with TLS inside); for a host name,
+resolution, then staggered attempts over its addresses (happy eyeballs,
+RFC 8305).
 
 A host with several addresses (IPv6 and IPv4, or several of one family) is
 tried in the resolver's order with the families alternating: the first
@@ -10,7 +12,8 @@ address that drops packets costs `delay`, not the connect timeout. asyncio's
 `create_connection(happy_eyeballs_delay=...)` does the same, but uvloop (the
 server's event loop) has no such option; this works on both.
 
-The caller bounds the whole (resolution included) with its connect timeout.
+The caller bounds the whole (resolution, CONNECT and TLS included) with its
+connect timeout.
 """
 
 from __future__ import annotations
@@ -19,8 +22,14 @@ import asyncio
 import ipaddress
 import itertools
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+import ssl
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
+
+from proxy.http1.connection import Connection
+from proxy.http1.egress import ProxyURL, connect_request
+from proxy.http1.errors import ConnectFailed
+from proxy.http1.request import Origin
 
 HAPPY_EYEBALLS_DELAY = 0.25  # RFC 8305's recommended connection attempt delay
 
@@ -29,14 +38,19 @@ Resolver = Callable[[str, int], Awaitable[Sequence[AddrInfo]]]
 
 
 async def resolve(host: str, port: int) -> Sequence[AddrInfo]:
-    """The event loop's getaddrinfo, skipped for an IP address."""
+    """The event loop's getaddrinfo."""
+    loop = asyncio.get_running_loop()
+    return await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+
+
+def _literal(host: str, port: int) -> AddrInfo | None:
+    """The address of a host that is an IP address (nothing to resolve)."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        loop = asyncio.get_running_loop()
-        return await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        return None
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-    return [(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port))]
+    return (family, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port))
 
 
 def interleave(infos: Sequence[AddrInfo]) -> list[AddrInfo]:
@@ -55,9 +69,11 @@ async def open_socket(
     resolver: Resolver = resolve,
     delay: float = HAPPY_EYEBALLS_DELAY,
 ) -> socket.socket:
-    """A connected non-blocking socket to `host`. socket.gaierror when the
-    name does not resolve; OSError when no address took the connection."""
-    infos = interleave(await resolver(host, port))
+    """A connected non-blocking socket to `host` (a name is looked up with
+    `resolver`). socket.gaierror when the name does not resolve; OSError
+    when no address took the connection."""
+    literal = _literal(host, port)
+    infos = [literal] if literal is not None else interleave(await resolver(host, port))
     if not infos:
         raise socket.gaierror(socket.EAI_NONAME, f"{host} has no address")
     loop = asyncio.get_running_loop()
@@ -118,3 +134,61 @@ def _one_error(errors: list[OSError]) -> OSError:
     codes = {e.errno for e in errors}
     code = codes.pop() if len(codes) == 1 else None
     return OSError(code, message) if code is not None else OSError(message)
+
+
+async def open_connection(
+    key: Hashable,
+    origin: Origin,
+    proxy: ProxyURL | None,
+    *,
+    tls: ssl.SSLContext | None,
+    within: float,
+    resolver: Resolver = resolve,
+    delay: float = HAPPY_EYEBALLS_DELAY,
+) -> Connection:
+    """A connection ready for requests to `origin`: TCP (and TLS when `tls`
+    is given) to the origin, or TCP to `proxy`, with a tunnel through it to
+    an https origin. OSError, ssl.SSLError, or ConnectFailed when the proxy
+    refuses the tunnel."""
+    loop = asyncio.get_running_loop()
+    host, port = (origin.host, origin.port) if proxy is None else (proxy.host, proxy.port)
+    sock = await open_socket(host, port, resolver=resolver, delay=delay)
+    direct_tls = tls if proxy is None else None
+    # the transport owns the socket from here, and closes it on failure
+    _, conn = await loop.create_connection(
+        lambda: Connection(key, loop),
+        sock=sock,
+        ssl=direct_tls,
+        server_hostname=origin.host if direct_tls is not None else None,
+    )
+    if proxy is not None and tls is not None:
+        try:
+            await _tunnel(loop, conn, origin, proxy, tls, within)
+        except BaseException:
+            conn.abandon()
+            raise
+    return conn
+
+
+async def _tunnel(
+    loop: asyncio.AbstractEventLoop,
+    conn: Connection,
+    origin: Origin,
+    proxy: ProxyURL,
+    tls: ssl.SSLContext,
+    within: float,
+) -> None:
+    """CONNECT through the proxy, then TLS with the origin inside the tunnel."""
+    conn.tunnel = True
+    conn.send(connect_request(origin, proxy))
+    await conn.wait_headers(within)
+    if not 200 <= conn.status < 300:
+        raise ConnectFailed(
+            f"the proxy {proxy.address} answered CONNECT with {conn.status}"
+            + (" (it wants credentials)" if conn.status == 407 else "")
+        )
+    assert conn.transport is not None
+    transport = await loop.start_tls(conn.transport, conn, tls, server_hostname=origin.host)
+    if transport is None:  # (only when the connection closed meanwhile)
+        raise ConnectionResetError("the proxy closed the tunnel")
+    conn.tunneled(transport)

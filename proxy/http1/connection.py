@@ -18,7 +18,6 @@ import zlib
 from proxy.http1.decoder import Decoder, decoder_for
 from proxy.http1.errors import BadResponse, Disconnected, HTTPClientError, ResponseTimeout
 from proxy.http1.reader import Body, End, Head, ResponseReader
-from proxy.http1.request import Origin
 
 HIGH_WATER = 1 << 20  # unread body bytes at which reading pauses
 
@@ -41,21 +40,21 @@ class Connection(asyncio.Protocol):
         "headers_done",
         "idle_since",
         "keep_alive",
-        "origin",
+        "key",
         "reader",
         "received",
         "status",
         "transport",
-        "uses",
+        "tunnel",
     )
 
-    def __init__(self, origin: Origin, loop: asyncio.AbstractEventLoop) -> None:
-        self.origin = origin
+    def __init__(self, key: object, loop: asyncio.AbstractEventLoop) -> None:
+        self.key = key  # the pool's: where the connection goes, and through which proxy
         self._loop = loop
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.idle_since = 0.0
-        self.uses = 0  # requests sent on this connection
+        self.tunnel = False  # a CONNECT exchange: the connection stays open after it
         self._waiter: asyncio.Future[bool] | None = None
         self._reset(None)  # no request sent yet
 
@@ -104,7 +103,7 @@ class Connection(asyncio.Protocol):
         if self._buffered > HIGH_WATER and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
-        if self.complete and not reader.reusable:
+        if self.complete and not reader.reusable and not self.tunnel:
             self._close()  # the upstream closes it, or sent bytes nobody asked for
         self._wake()
 
@@ -144,12 +143,11 @@ class Connection(asyncio.Protocol):
                 return value
         return None
 
-    def send(self, data: bytes, head_only: bool) -> None:
+    def send(self, data: bytes, head_only: bool = False) -> None:
         assert self.transport is not None
         if self._paused:  # released with its last body unread
             self.transport.resume_reading()
-        self._reset(ResponseReader(head_only=head_only))
-        self.uses += 1
+        self._reset(ResponseReader(head_only=head_only or self.tunnel))
         if self.closed:  # connection_lost came and went: nothing would wake a wait
             self.error = Disconnected("the connection closed before the request was sent")
             return
@@ -240,6 +238,13 @@ class Connection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+
+    def tunneled(self, transport: asyncio.Transport) -> None:
+        """The CONNECT exchange is over: `transport` (TLS inside the tunnel)
+        carries the requests from now on."""
+        self.transport = transport
+        self.tunnel = False
+        self._reset(None)
 
     def reusable(self) -> bool:
         return self.complete and not self.closed and self.keep_alive

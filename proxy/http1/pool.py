@@ -7,11 +7,19 @@ import asyncio
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
-from proxy.http1.connect import HAPPY_EYEBALLS_DELAY, Resolver, open_socket, resolve
+from proxy.http1.connect import HAPPY_EYEBALLS_DELAY, Resolver, open_connection, resolve
 from proxy.http1.connection import Connection
-from proxy.http1.errors import ConnectFailed, ConnectTimeout, Disconnected, PoolTimeout
+from proxy.http1.egress import EnvProxies, ProxyURL, proxy_for
+from proxy.http1.errors import (
+    ConnectFailed,
+    ConnectTimeout,
+    Disconnected,
+    HTTPClientError,
+    PoolTimeout,
+    ResponseTimeout,
+)
 from proxy.http1.request import Origin, encode_request
 
 
@@ -52,22 +60,35 @@ class Response:
 
 
 class Pool:
-    """Keep-alive connections per origin, at most `limit` requests in flight
-    (from sending one until its response is released). A request that finds
-    every slot taken waits, first come first served, at most `queue_timeout`
-    seconds for one, then fails with PoolTimeout before anything is sent.
-    `in_flight` and `waiting` count them; `on_change(in_flight, waiting)`,
-    when given, is called whenever either changes.
+    """Keep-alive connections per origin, and request slots.
 
-    A request that fails on a reused connection before any byte of its
-    response arrived (the upstream closed the idle connection as the
-    request went out) is sent again, once, on a new connection; `retried`
-    counts them. Never after a response byte, never when the connection was
-    new, never after a timeout.
+    Slots: at most `limit` requests in flight (from sending one until its
+    response is released), and at most `max_per_origin` to one origin. A
+    request that finds no slot waits, first come first served, at most
+    `queue_timeout` seconds in all, then fails with PoolTimeout before
+    anything is sent. A request waiting for its origin holds no slot of the
+    others. `in_flight` and `waiting` count requests; `on_change(in_flight,
+    waiting)`, when given, is called whenever either changes.
+
+    Idle connections: the most recently used is taken first; one idle for
+    `keepalive` seconds is closed, by a sweep timed to the next expiry
+    (there is a timer only while connections are idle), and checked for the
+    upstream's close before reuse. A request that fails on a reused
+    connection before any byte of its response arrived (the upstream closed
+    the idle connection as the request went out) is sent again, once, on a
+    new connection; `retried` counts them. Never after a response byte,
+    never when the connection was new, never after a timeout.
 
     New connections go to a host's addresses with staggered attempts
     (`connect.py`: happy eyeballs, `happy_eyeballs_delay` apart);
-    `resolver` replaces the event loop's getaddrinfo."""
+    `resolver` replaces the event loop's getaddrinfo; `tls` the default TLS
+    context (the system's trust store).
+
+    A request goes through the egress proxy `proxy_for` names (`egress.py`):
+    the request's own `proxy`, else one of `env_proxies` (the environment's,
+    given only when the operator trusts it); never for a loopback upstream.
+    Connections through a proxy are pooled apart from direct ones, and per
+    proxy."""
 
     def __init__(
         self,
@@ -76,21 +97,30 @@ class Pool:
         queue_timeout: float = 5.0,
         keepalive: float = 30.0,
         on_change: Callable[[int, int], None] | None = None,
+        max_per_origin: int | None = None,
         resolver: Resolver = resolve,
         happy_eyeballs_delay: float = HAPPY_EYEBALLS_DELAY,
+        env_proxies: EnvProxies | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self._limit = asyncio.Semaphore(limit)
-        self._resolver = resolver
-        self._happy_eyeballs_delay = happy_eyeballs_delay
+        self._max_per_origin = max_per_origin
+        self._origin_slots: dict[Hashable, asyncio.Semaphore] = {}
         self._queue_timeout = queue_timeout
         self._on_change = on_change
         self.in_flight = 0
         self.waiting = 0
         self.retried = 0
         self._keepalive = keepalive
-        self._idle: dict[tuple[str, str, int], deque[Connection]] = {}
-        self._in_use: set[Connection] = set()
-        self._ssl: ssl.SSLContext | None = None
+        self._idle: dict[Hashable, deque[Connection]] = {}
+        self._sweep_timer: asyncio.TimerHandle | None = None
+        # busy connections, with the origin slot each holds
+        self._in_use: dict[Connection, asyncio.Semaphore | None] = {}
+        self._env_proxies = env_proxies
+        self._vias: dict[tuple[Hashable, ProxyURL | None], ProxyURL | None] = {}
+        self._resolver = resolver
+        self._happy_eyeballs_delay = happy_eyeballs_delay
+        self._ssl = tls
         self._closed = False
 
     async def request(
@@ -103,65 +133,119 @@ class Pool:
         *,
         connect_timeout: float,
         idle_timeout: float,
+        proxy: ProxyURL | None = None,
     ) -> Response:
-        """Send a request; return once the response's headers arrived."""
+        """Send a request; return once the response's headers arrived.
+        `proxy`: the egress proxy of the request's route, if it has one."""
         if self._closed:
             raise RuntimeError("the pool is closed")
+        key: Hashable = origin.key
+        via = None
+        if proxy is not None or self._env_proxies is not None:
+            via = self._via(origin, proxy)
+            if via is not None:
+                key = (origin.key, via)
+                if not origin.tls:  # plain HTTP: the proxy reads the request (an https
+                    # one goes through a CONNECT tunnel, never this way)
+                    target = f"http://{origin.host_header}{target}"
+                    if via.authorization is not None:
+                        headers = [*headers, ("proxy-authorization", via.authorization)]
         data = encode_request(method, target, origin, headers, body)
-        if self._limit.locked():
-            await self._queue()
-        else:
-            await self._limit.acquire()  # at once
-        self.in_flight += 1
-        self._changed()
+        slot = await self._take_slots(origin.key)
         head_only = method == "HEAD"
         conn: Connection | None = None
         try:
-            conn = self._reuse(origin)
+            conn = self._reuse(key)
             if conn is not None:
                 try:
-                    await self._exchange(conn, data, head_only, idle_timeout)
+                    await self._exchange(conn, slot, data, head_only, idle_timeout)
                 except Disconnected:
                     if conn.received:
                         raise
-                    self._in_use.discard(conn)
+                    del self._in_use[conn]
                     conn.abandon()
                     conn = None
                     self.retried += 1
             if conn is None:
-                conn = await self._connect(origin, connect_timeout)
-                await self._exchange(conn, data, head_only, idle_timeout)
+                conn = await self._connect(key, origin, via, connect_timeout)
+                await self._exchange(conn, slot, data, head_only, idle_timeout)
         except BaseException:
             if conn is not None:
-                self._in_use.discard(conn)
+                self._in_use.pop(conn, None)
                 conn.abandon()
-            self._release_slot()
+            self._give_slots(slot)
             raise
         return Response(conn, self, idle_timeout)
 
+    def _via(self, origin: Origin, proxy: ProxyURL | None) -> ProxyURL | None:
+        """The proxy of requests to `origin` (None: direct), decided once."""
+        way = (origin.key, proxy)
+        if way in self._vias:
+            return self._vias[way]
+        via = proxy_for(origin, proxy, self._env_proxies)
+        if len(self._vias) < 1024:  # origins and proxies come from the config: a handful
+            self._vias[way] = via
+        return via
+
     async def _exchange(
-        self, conn: Connection, data: bytes, head_only: bool, idle_timeout: float
+        self,
+        conn: Connection,
+        slot: asyncio.Semaphore | None,
+        data: bytes,
+        head_only: bool,
+        idle_timeout: float,
     ) -> None:
         """Send the request on `conn`; return once the response's head arrived."""
-        self._in_use.add(conn)
+        self._in_use[conn] = slot
         conn.send(data, head_only)
         await conn.wait_headers(idle_timeout)
 
-    async def _queue(self) -> None:
-        """Wait for a free slot, at most the queue timeout."""
+    # -- request slots ---------------------------------------------------------------
+
+    async def _take_slots(self, origin: Hashable) -> asyncio.Semaphore | None:
+        """A slot of the origin's (returned, when there is a limit) and one of
+        the pool's, waiting at most the queue timeout for both."""
+        slot = None
+        if self._max_per_origin is not None:
+            slot = self._origin_slots.get(origin)
+            if slot is None:
+                slot = self._origin_slots[origin] = asyncio.Semaphore(self._max_per_origin)
+        if self._limit.locked() or (slot is not None and slot.locked()):
+            await self._queue(slot)
+        else:  # both at once
+            if slot is not None:
+                await slot.acquire()
+            await self._limit.acquire()
+        self.in_flight += 1
+        self._changed()
+        return slot
+
+    async def _queue(self, slot: asyncio.Semaphore | None) -> None:
+        """Wait for the origin's slot, then the pool's, at most the queue
+        timeout in all."""
         self.waiting += 1
         self._changed()
+        holding = False
         try:
             async with asyncio.timeout(self._queue_timeout):
+                if slot is not None:
+                    await slot.acquire()
+                    holding = True
                 await self._limit.acquire()
-        except TimeoutError:
-            raise PoolTimeout(f"no free request slot in {self._queue_timeout:g} s") from None
+        except BaseException as exc:
+            if holding and slot is not None:
+                slot.release()
+            if isinstance(exc, TimeoutError):
+                raise PoolTimeout(f"no free request slot in {self._queue_timeout:g} s") from None
+            raise
         finally:
             self.waiting -= 1
             self._changed()
 
-    def _release_slot(self) -> None:
+    def _give_slots(self, slot: asyncio.Semaphore | None) -> None:
         self._limit.release()
+        if slot is not None:
+            slot.release()
         self.in_flight -= 1
         self._changed()
 
@@ -169,19 +253,22 @@ class Pool:
         if self._on_change is not None:
             self._on_change(self.in_flight, self.waiting)
 
+    # -- idle connections --------------------------------------------------------------
+
     def release(self, conn: Connection) -> None:
         if conn not in self._in_use:
             return
-        self._in_use.discard(conn)
-        self._release_slot()
+        self._give_slots(self._in_use.pop(conn))
         if conn.reusable() and not self._closed:
             conn.idle_since = time.monotonic()
-            self._idle.setdefault(conn.origin.key, deque()).append(conn)
+            self._idle.setdefault(conn.key, deque()).append(conn)
+            if self._sweep_timer is None:
+                self._sweep_at(conn.idle_since + self._keepalive)
         else:
             conn.abandon()
 
-    def _reuse(self, origin: Origin) -> Connection | None:
-        idle = self._idle.get(origin.key)
+    def _reuse(self, key: Hashable) -> Connection | None:
+        idle = self._idle.get(key)
         if not idle:
             return None
         cutoff = time.monotonic() - self._keepalive
@@ -194,39 +281,71 @@ class Pool:
             conn.abandon()
         return None
 
+    def _sweep_at(self, when: float) -> None:
+        loop = asyncio.get_running_loop()
+        delay = max(when - time.monotonic(), 0.05)
+        self._sweep_timer = loop.call_later(delay, self._sweep)
+
+    def _sweep(self) -> None:
+        """Close the idle connections that expired or were closed; come back
+        at the next expiry while any are left."""
+        self._sweep_timer = None
+        cutoff = time.monotonic() - self._keepalive
+        next_expiry = None
+        for key, idle in list(self._idle.items()):
+            while idle and (idle[0].closed or idle[0].idle_since <= cutoff):
+                idle.popleft().abandon()
+            if idle:
+                oldest = idle[0].idle_since + self._keepalive
+                next_expiry = oldest if next_expiry is None else min(next_expiry, oldest)
+            else:
+                del self._idle[key]
+        if next_expiry is not None and not self._closed:
+            self._sweep_at(next_expiry)
+
+    @property
+    def idle(self) -> int:
+        """Idle connections kept for reuse."""
+        return sum(len(idle) for idle in self._idle.values())
+
+    # -- connections ---------------------------------------------------------------------
+
     def tls_context(self) -> ssl.SSLContext:
-        """The TLS context of every HTTPS connection (the system's trust
-        store, made on first use)."""
+        """The TLS context of every HTTPS connection: the pool's `tls`, else
+        the system's trust store (made on first use)."""
         if self._ssl is None:
             self._ssl = ssl.create_default_context()
         return self._ssl
 
-    async def _connect(self, origin: Origin, within: float) -> Connection:
-        loop = asyncio.get_running_loop()
+    async def _connect(
+        self, key: Hashable, origin: Origin, via: ProxyURL | None, within: float
+    ) -> Connection:
         context = self.tls_context() if origin.tls else None
         try:
             async with asyncio.timeout(within):
-                sock = await open_socket(
-                    origin.host,
-                    origin.port,
+                return await open_connection(
+                    key,
+                    origin,
+                    via,
+                    tls=context,
+                    within=within,
                     resolver=self._resolver,
                     delay=self._happy_eyeballs_delay,
                 )
-                # the transport owns the socket from here, and closes it on failure
-                _, conn = await loop.create_connection(
-                    lambda: Connection(origin, loop),
-                    sock=sock,
-                    ssl=context,
-                    server_hostname=origin.host if context is not None else None,
-                )
-        except TimeoutError:
+        except (TimeoutError, ResponseTimeout):
             raise ConnectTimeout(f"no connection to the upstream in {within:g} s") from None
+        except ConnectFailed:
+            raise
+        except HTTPClientError as exc:  # the proxy's answer to CONNECT was cut or unreadable
+            raise ConnectFailed(f"no tunnel through the proxy: {exc}") from None
         except (OSError, ssl.SSLError, ValueError) as exc:
             raise ConnectFailed(f"cannot connect to the upstream: {exc}") from None
-        return conn
 
     async def close(self) -> None:
         self._closed = True
+        if self._sweep_timer is not None:
+            self._sweep_timer.cancel()
+            self._sweep_timer = None
         for idle in self._idle.values():
             for conn in idle:
                 conn.abandon()

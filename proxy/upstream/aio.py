@@ -2,10 +2,10 @@
 extra `reasoning-proxy[aiohttp]`), for operators who prefer the maintained
 library to the built-in client.
 
-Configured to behave as the built-in client does: no redirects, no
-environment proxies (`trust_env=False`), no cookies kept between requests
-(an upstream's Set-Cookie must not ride along with the next client's
-request), no headers of its own (User-Agent, Accept, Content-Type),
+Configured to behave as the built-in client does: no redirects, the
+built-in client's choice of egress proxy (`proxy_for`), no cookies kept
+between requests (an upstream's Set-Cookie must not ride along with the
+next client's request), no headers of its own (User-Agent, Accept, Content-Type),
 gzip/deflate decoded in bounded pieces per read (`auto_decompress`), the
 system's trust store for HTTPS (`SSL_CERT_FILE` honoured), the connect and
 idle timeouts (`sock_read`: every wait for the next bytes, head included),
@@ -23,6 +23,7 @@ import aiohttp
 from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
 from yarl import URL
 
+from proxy.http1.egress import EnvProxies, proxy_for
 from proxy.upstream.errors import Cause, TransportError, os_cause
 from proxy.upstream.slots import Slots
 from proxy.upstream.transport import Origin, Request
@@ -115,8 +116,10 @@ class AiohttpTransport:
         queue_timeout: float = 5.0,
         keepalive: float = 30.0,
         on_change: Callable[[int, int], None] | None = None,
+        env_proxies: EnvProxies | None = None,
     ) -> None:
         self._slots = Slots(limit, queue_timeout, on_change)
+        self._env_proxies = env_proxies
         self._keepalive = keepalive
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | None = None
@@ -171,6 +174,7 @@ class AiohttpTransport:
         session = self._session
         if session is None:
             raise RuntimeError("the transport is not started")
+        proxy = proxy_for(request.origin, request.proxy, self._env_proxies)
         await self._slots.acquire()
         try:
             response = await session.request(
@@ -181,6 +185,12 @@ class AiohttpTransport:
                 allow_redirects=False,
                 timeout=self._timeout(request.connect_timeout, request.idle_timeout),
                 ssl=self._tls_context() if request.origin.tls else True,
+                proxy=f"http://{proxy.address}" if proxy is not None else None,
+                proxy_headers=(
+                    {"Proxy-Authorization": proxy.authorization}
+                    if proxy is not None and proxy.authorization is not None
+                    else None
+                ),
             )
         except BaseException as exc:
             self._slots.release()

@@ -22,11 +22,15 @@ class BuiltinTransport:
         queue_timeout: float = 5.0,
         keepalive: float = 30.0,
         on_change: Callable[[int, int], None] | None = None,
+        max_per_origin: int | None = None,
+        env_proxies: http1.EnvProxies | None = None,
     ) -> None:
         self._limit = limit
         self._queue_timeout = queue_timeout
         self._keepalive = keepalive
         self._on_change = on_change
+        self._max_per_origin = max_per_origin
+        self._env_proxies = env_proxies
         self._pool: http1.Pool | None = None
         self._origins: dict[Origin, http1.Origin] = {}
 
@@ -36,6 +40,8 @@ class BuiltinTransport:
             queue_timeout=self._queue_timeout,
             keepalive=self._keepalive,
             on_change=self._on_change,
+            max_per_origin=self._max_per_origin,
+            env_proxies=self._env_proxies,
         )
 
     @property
@@ -67,6 +73,7 @@ class BuiltinTransport:
             request.body,
             connect_timeout=request.connect_timeout,
             idle_timeout=request.idle_timeout,
+            proxy=request.proxy,
         )
 
     async def close(self) -> None:

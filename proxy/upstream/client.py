@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 from collections.abc import AsyncIterator, Callable
 
 from yarl import URL
 
 from proxy.config import Route, ServerModel
 from proxy.errors import ConfigError, UpstreamError
+from proxy.http1 import EnvProxies
 from proxy.upstream.builtin import BuiltinTransport
 from proxy.upstream.errors import (
     TRANSPORT_ERRORS,
@@ -54,12 +56,28 @@ def open_transport(
     """The transport `server.upstream_client` names, with the server's request
     slots; `on_load(in_flight, waiting)` whenever either count changes."""
     limit, queue = server.upstream_max_in_flight, server.upstream_queue_timeout
+    keepalive = server.upstream_keepalive_seconds
+    # the environment's proxies only when the operator trusts it (the config checked them)
+    env_proxies = EnvProxies.from_env(os.environ) if server.trust_env else None
     if server.upstream_client == "aiohttp":
         check_client("aiohttp")
         from proxy.upstream.aio import AiohttpTransport
 
-        return AiohttpTransport(limit=limit, queue_timeout=queue, on_change=on_load)
-    return BuiltinTransport(limit=limit, queue_timeout=queue, on_change=on_load)
+        return AiohttpTransport(
+            limit=limit,
+            queue_timeout=queue,
+            keepalive=keepalive,
+            on_change=on_load,
+            env_proxies=env_proxies,
+        )
+    return BuiltinTransport(
+        limit=limit,
+        queue_timeout=queue,
+        keepalive=keepalive,
+        on_change=on_load,
+        max_per_origin=server.upstream_max_connections_per_origin,
+        env_proxies=env_proxies,
+    )
 
 
 class Upstream:
@@ -133,7 +151,14 @@ class Upstream:
         sent = [(k, v) for k, v in headers if k.lower() != "accept-encoding"]
         sent.append(_ACCEPT_ENCODING)
         request = Request(
-            origin, method, target, sent, body, route.connect_timeout, route.idle_timeout
+            origin,
+            method,
+            target,
+            sent,
+            body,
+            route.connect_timeout,
+            route.idle_timeout,
+            route.upstream_proxy,
         )
         async with self.send(request) as response:
             yield response

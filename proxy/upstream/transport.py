@@ -9,8 +9,8 @@ its end, else closed); `close()` closes it at once.
 
 Every transport behaves the same way, and one contract suite
 (tests/transport/) holds them to it: redirects are not followed, the
-environment's proxy settings are not read, gzip and deflate bodies are
-decoded at most a bounded piece per read, 1xx responses are skipped and a
+environment's proxy settings are read only under `server.trust_env`, gzip
+and deflate bodies are decoded at most a bounded piece per read, 1xx responses are skipped and a
 101 is refused, the idle timeout bounds every wait for the next bytes (for
 the head and between reads), and at most `limit` requests are in flight,
 one more waiting at most the queue timeout for a slot.
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol
+
+from proxy.http1.egress import ProxyURL
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +56,7 @@ class Request:
     body: bytes | None
     connect_timeout: float  # seconds for the connection (TCP and TLS)
     idle_timeout: float  # seconds of silence allowed, before the head and between reads
+    proxy: ProxyURL | None = None  # the route's egress proxy (else the transport decides)
 
 
 class Response(Protocol):
