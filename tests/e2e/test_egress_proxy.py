@@ -19,6 +19,7 @@ from typing import Any
 import openai
 import pytest
 import trustme
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.casefiles import chunk
 from tests.harness import FakeUpstream, Json, Stream, running_proxy
@@ -96,6 +97,16 @@ def answer(text: str) -> Json:
     )
 
 
+@contextmanager
+def sdk_for(url: str) -> Iterator[openai.OpenAI]:
+    """The openai SDK, closed at the end (its connections with it)."""
+    client = openai.OpenAI(base_url=url, api_key="sk-client", max_retries=0)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 def tunnels(fwd: ForwardProxy) -> int:
     """CONNECTs to the upstream (other code in the process, the tokenizer's
     download, may use the environment's proxy for its own hosts)."""
@@ -105,24 +116,25 @@ def tunnels(fwd: ForwardProxy) -> int:
 CLIENTS = ["builtin"] + (["aiohttp"] if importlib.util.find_spec("aiohttp") else [])
 
 
+HI: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_chat_completion_through_a_connect_proxy(upstream: FakeUpstream, client: str) -> None:
     upstream.script(
         answer("through the tunnel"),
         Stream([chunk({"content": "<think>hmm</think>streamed"}), chunk({}, "stop")]),
     )
-    with forward_proxy_thread({f"{NAME}:443": ("127.0.0.1", upstream.port)}) as fwd:
-        with running_proxy(config(fwd.port, upstream_client=client)) as proxy:
-            sdk = openai.OpenAI(base_url=proxy.url, api_key="sk-client", max_retries=0)
-            done = sdk.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "hi"}]
-            )
-            assert done.choices[0].message.content == "through the tunnel"
-            stream = sdk.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "again"}], stream=True
-            )
-            text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
-            assert text == "streamed"
+    with (
+        forward_proxy_thread({f"{NAME}:443": ("127.0.0.1", upstream.port)}) as fwd,
+        running_proxy(config(fwd.port, upstream_client=client)) as proxy,
+        sdk_for(proxy.url) as sdk,
+    ):
+        done = sdk.chat.completions.create(model="m", messages=HI)
+        assert done.choices[0].message.content == "through the tunnel"
+        stream = sdk.chat.completions.create(model="m", messages=HI, stream=True)
+        text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+        assert text == "streamed"
         assert [h.split(b"\r\n")[0] for h in fwd.heads] == [
             b"CONNECT fake-upstream.test:443 HTTP/1.1"
         ]
@@ -141,23 +153,19 @@ def test_the_environments_proxy_only_with_trust_env(
             monkeypatch.setenv(name, f"http://127.0.0.1:{fwd.port}")
         monkeypatch.delenv("NO_PROXY", raising=False)
         monkeypatch.delenv("no_proxy", raising=False)
-        with running_proxy(config(None)) as proxy:  # trust_env false: direct, no such host
-            sdk = openai.OpenAI(base_url=proxy.url, api_key="sk-client", max_retries=0)
+        # trust_env false: direct, and no such host
+        with running_proxy(config(None)) as proxy, sdk_for(proxy.url) as sdk:
             with pytest.raises(openai.APIStatusError) as failed:
-                sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+                sdk.chat.completions.create(model="m", messages=HI)
             assert failed.value.status_code == 502
             assert tunnels(fwd) == 0
         upstream.script(answer("via the environment"))
-        with running_proxy(config(None, trust_env=True)) as proxy:
-            sdk = openai.OpenAI(base_url=proxy.url, api_key="sk-client", max_retries=0)
-            done = sdk.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "hi"}]
-            )
+        with running_proxy(config(None, trust_env=True)) as proxy, sdk_for(proxy.url) as sdk:
+            done = sdk.chat.completions.create(model="m", messages=HI)
             assert done.choices[0].message.content == "via the environment"
             assert tunnels(fwd) == 1
         monkeypatch.setenv("NO_PROXY", NAME)
-        with running_proxy(config(None, trust_env=True)) as proxy:
-            sdk = openai.OpenAI(base_url=proxy.url, api_key="sk-client", max_retries=0)
+        with running_proxy(config(None, trust_env=True)) as proxy, sdk_for(proxy.url) as sdk:
             with pytest.raises(openai.APIStatusError):  # direct again: no such host
-                sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+                sdk.chat.completions.create(model="m", messages=HI)
             assert tunnels(fwd) == 1
