@@ -25,9 +25,10 @@ from proxy.errors import ConfigError, UpstreamError
 from proxy.http1 import EnvProxies
 from proxy.upstream.builtin import BuiltinTransport
 from proxy.upstream.errors import (
+    SEND_ERRORS,
     TRANSPORT_ERRORS,
     current_origin,
-    upstream_errors,
+    send_failure,
     upstream_read_errors,
 )
 from proxy.upstream.transport import Origin, Request, Response, Transport
@@ -134,41 +135,45 @@ class Upstream:
                 self._targets[key] = target
         return target
 
-    @contextlib.asynccontextmanager
-    async def request(
+    def request(
         self,
         route: Route,
         method: str,
         path: str,
         headers: list[tuple[str, str]],
         body: bytes | None,
-    ) -> AsyncIterator[Response]:
-        """Send a request to the route's upstream; yields the response once its
-        head arrived. `path` is appended to the route's base URL."""
+    ) -> contextlib.AbstractAsyncContextManager[Response]:
+        """Send a request to the route's upstream: `async with` it for the
+        response, once its head arrived. `path` is appended to the route's
+        base URL."""
         origin = self._origin(route.upstream)  # the config checked the URL
-        with upstream_errors(origin, self._retry_after):
+        try:
             target = self._target(route.upstream, path)
+        except ValueError as exc:
+            raise send_failure(exc, origin, self._retry_after) from None
         sent = [(k, v) for k, v in headers if k.lower() != "accept-encoding"]
         sent.append(_ACCEPT_ENCODING)
-        request = Request(
-            origin,
-            method,
-            target,
-            sent,
-            body,
-            route.connect_timeout,
-            route.idle_timeout,
-            route.upstream_proxy,
+        return self.send(
+            Request(
+                origin,
+                method,
+                target,
+                sent,
+                body,
+                route.connect_timeout,
+                route.idle_timeout,
+                route.upstream_proxy,
+            )
         )
-        async with self.send(request) as response:
-            yield response
 
     @contextlib.asynccontextmanager
     async def send(self, request: Request) -> AsyncIterator[Response]:
         """Send `request` as it is; yields the response once its head arrived,
         releases it when the block ends."""
-        with upstream_errors(request.origin, self._retry_after):
+        try:
             response = await self.transport.send(request)
+        except SEND_ERRORS as exc:
+            raise send_failure(exc, request.origin, self._retry_after) from None
         token = current_origin.set(request.origin)  # named by read failures' log lines
         try:
             yield response

@@ -73,7 +73,7 @@ class UpstreamReadError(Exception):
 # What may come out of a transport's send() or a response's read().
 TRANSPORT_ERRORS: tuple[type[Exception], ...] = (TransportError, http1.HTTPClientError, OSError)
 # and what send() raises for a request it cannot encode (nothing sent)
-_SEND_ERRORS: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, ValueError)
+SEND_ERRORS: tuple[type[Exception], ...] = (*TRANSPORT_ERRORS, ValueError)
 
 # The built-in client's classes (ConnectFailed is told apart by what caused it).
 _HTTP1_CAUSES: dict[type[Exception], Cause] = {
@@ -188,6 +188,11 @@ def proxy_error(cause: Cause, origin: Origin, retry_after: str) -> ProxyError:
     return kind(message, code=code)
 
 
+def send_failure(exc: Exception, origin: Origin, retry_after: str) -> ProxyError:
+    """The ProxyError for one of SEND_ERRORS, raised before the response."""
+    return proxy_error(cause_of(exc) or "unreachable", origin, retry_after)
+
+
 def read_error(cause: Cause) -> UpstreamReadError:
     """The UpstreamReadError for a failure while reading a body, logged once."""
     origin = current_origin.get()
@@ -207,8 +212,8 @@ def upstream_errors(origin: Origin, retry_after: str) -> Iterator[None]:
     (502, 503 or 504)."""
     try:
         yield
-    except _SEND_ERRORS as exc:
-        raise proxy_error(cause_of(exc) or "unreachable", origin, retry_after) from None
+    except SEND_ERRORS as exc:
+        raise send_failure(exc, origin, retry_after) from None
 
 
 @contextlib.contextmanager
