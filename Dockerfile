@@ -1,7 +1,7 @@
 # reasoning-proxy: the proxy as a container image.
 #
 #   docker build -t reasoning-proxy .
-#   docker run --rm -p 8787:8787 \
+#   docker run --rm -p 127.0.0.1:8787:8787 \
 #     -e REASONING_PROXY_UPSTREAM=https://api.deepseek.com \
 #     -e REASONING_PROXY_SECRET="$(openssl rand -hex 32)" reasoning-proxy
 #
@@ -15,7 +15,7 @@
 # The server always listens on 0.0.0.0:8787 inside the container (the
 # command line overrides a config file's server.host and server.port).
 # The demo (simulated upstream, no keys) instead:
-#   docker run --rm -p 8787:8787 reasoning-proxy reasoning-proxy demo --host 0.0.0.0
+#   docker run --rm -p 127.0.0.1:8787:8787 reasoning-proxy reasoning-proxy demo --host 0.0.0.0
 #
 # Build arguments and secrets:
 #   --build-arg BASE=...    the Python base image (Debian-based, Python 3.11+,

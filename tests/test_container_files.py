@@ -178,12 +178,35 @@ def test_compose_has_the_proxy_redis_and_demo_services() -> None:
 
 def test_compose_proxy_service() -> None:
     proxy = SERVICES["proxy"]
-    assert proxy["build"] in (".", {"context": "."})
+    assert proxy["build"]["context"] == "."
+    assert proxy["build"]["args"]["BASE"] == "${PYTHON_BASE:-python:3.12-slim}"
     assert any(str(p).endswith(":8787") for p in proxy["ports"])
     env = environment("proxy")
     assert env["REASONING_PROXY_STORE"] == "redis://redis:6379/0"
-    assert env["REASONING_PROXY_SECRET"]
+    # passed on from the shell, and required by the service's command
+    assert "REASONING_PROXY_SECRET" in env
+    assert env["REASONING_PROXY_SECRET"] is None
+    script = proxy["command"][-1]
+    assert proxy["command"][:2] == ["sh", "-c"]
+    assert script.startswith('if [ -z "$$REASONING_PROXY_SECRET" ]; then')
+    assert "exit 2" in script
+    assert script.endswith("exec reasoning-proxy serve --host 0.0.0.0 --port 8787")
     assert "redis" in proxy["depends_on"]
+
+
+def test_compose_requires_no_variable_by_interpolation() -> None:
+    # Compose interpolates every service, also those not started: a
+    # ${VAR:?...} for the proxy would stop the demo too
+    code = "\n".join(line.split("#", 1)[0] for line in COMPOSE_TEXT.splitlines())
+    required = [m.group(0) for m in INTERPOLATION.finditer(code) if m.group(2) in (":?", "?")]
+    assert not required
+
+
+def test_compose_publishes_ports_on_localhost_by_default() -> None:
+    ports = [str(p) for service in SERVICES.values() for p in service.get("ports", [])]
+    assert len(ports) == 2
+    for port in ports:
+        assert port.startswith("${PUBLISH_ADDRESS:-127.0.0.1}:"), port
 
 
 def test_compose_redis_is_an_official_image_by_default() -> None:
@@ -193,14 +216,17 @@ def test_compose_redis_is_an_official_image_by_default() -> None:
     assert re.fullmatch(r"redis:[\w.-]+", default), image
 
 
-def test_compose_demo_service_runs_the_demo_on_the_same_redis() -> None:
+def test_compose_demo_service_needs_no_secret_and_no_redis() -> None:
     demo = SERVICES["demo"]
     command = demo["command"]
     assert command[:2] == ["reasoning-proxy", "demo"]
     assert command[command.index("--host") + 1] == "0.0.0.0"
     assert demo["image"] == SERVICES["proxy"]["image"]
-    assert environment("demo")["REASONING_PROXY_STORE"] == "redis://redis:6379/0"
-    assert "redis" in demo["depends_on"]
+    assert demo["build"] == SERVICES["proxy"]["build"]
+    env = environment("demo")
+    assert "REASONING_PROXY_SECRET" not in env
+    assert "REASONING_PROXY_STORE" not in env  # its history lives in memory
+    assert "depends_on" not in demo
 
 
 def test_compose_uses_only_variables_the_code_reads() -> None:
