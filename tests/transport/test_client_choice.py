@@ -1,6 +1,7 @@
-"""`server.upstream_client` picks the transport; `aiohttp` without the
-aiohttp package stops start-up with one clear line and exit status 2,
-before anything listens (with one worker and with several)."""
+"""`server.upstream_client` picks the transport, and the proxy streams
+through either; `aiohttp` without the aiohttp package stops start-up with
+one clear line and exit status 2, before anything listens (with one worker
+and with several)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
@@ -17,13 +19,15 @@ from proxy.errors import ConfigError
 from proxy.upstream import open_transport
 from proxy.upstream.aio import AiohttpTransport
 from proxy.upstream.builtin import BuiltinTransport
-from tests.harness import free_port
+from tests.casefiles import chunk, read_stream
+from tests.harness import FakeUpstream, Stream, free_port, route_config, running_proxy
 
 MISSING = (
     "reasoning-proxy: server.upstream_client is aiohttp, but the aiohttp package is not "
     "installed: pip install 'reasoning-proxy[aiohttp]'\n"
 )
 ROOT = Path(__file__).resolve().parents[2]
+TRANSPORTS = {"builtin": BuiltinTransport, "aiohttp": AiohttpTransport}
 
 
 def test_the_config_key_picks_the_transport() -> None:
@@ -82,3 +86,26 @@ def test_serve_without_aiohttp_exits_2_with_one_line(tmp_path: Path, workers: li
     assert done.returncode == 2
     assert done.stderr == MISSING
     assert "listening" not in done.stdout
+
+
+@pytest.mark.parametrize("client", ["builtin", "aiohttp"])
+def test_the_proxy_streams_through_either_client(upstream: FakeUpstream, client: str) -> None:
+    upstream.script(
+        Stream([chunk({"role": "assistant", "content": "<think>hm</think>Hi"}), chunk({}, "stop")])
+    )
+    data = route_config(upstream, top={"server": {"upstream_client": client}})
+    with running_proxy(data) as proxy:
+        assert isinstance(proxy.runtime.upstream.transport, TRANSPORTS[client])
+        r = httpx.post(
+            f"{proxy.url}/chat/completions",
+            json={"model": "m", "stream": True, "messages": [{"role": "user", "content": "q"}]},
+            headers={"Authorization": "Bearer sk-test"},
+            timeout=30,
+        )
+    assert r.status_code == 200
+    stream = read_stream(r.content)
+    assert (stream["content"], stream["reasoning"], stream["done"]) == ("Hi", "hm", True)
+    [sent] = upstream.chat_requests()
+    assert sent.headers["accept-encoding"] == "gzip, deflate"
+    # the client's own User-Agent, once: the transport adds none of its own
+    assert sent.headers.getall("user-agent") == [f"python-httpx/{httpx.__version__}"]
