@@ -96,6 +96,12 @@ Provider formats, as their documentation describes them:
   for interleaved thinking "you must include the reasoning_content from
   previous assistant turns", which models without it ignore
   (https://docs.fireworks.ai/guides/reasoning).
+- litellm (and other Anthropic-compatible chat upstreams): answers in
+  `reasoning_content` plus `thinking_blocks` (`thinking` with a `signature`,
+  `redacted_thinking` with `data`), which go back on the assistant message
+  as they came, signatures unchanged (Anthropic needs them on tool-use
+  turns); `reasoning_effort` low/medium/high, or `thinking: {"type":
+  "enabled", "budget_tokens": N}` (https://docs.litellm.ai/docs/reasoning_content).
 """
 
 from __future__ import annotations
@@ -108,7 +114,9 @@ from typing import Any, Literal
 
 from proxy.settings import ReasoningSettings
 
-NativeField = Literal["reasoning_content", "reasoning", "reasoning_details", "think_in_content"]
+NativeField = Literal[
+    "reasoning_content", "reasoning", "reasoning_details", "think_in_content", "thinking_blocks"
+]
 Control = Literal["enabled", "effort", "max_tokens"]
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")  # lowest first
 
@@ -371,6 +379,17 @@ DIALECTS: dict[str, Dialect] = {
         Dialect(
             "fireworks",
             "reasoning_content",
+            auto_include=True,
+            multi_vendor=True,
+            params=(
+                _effort("low", "medium", "high"),
+                ParamRule("max_tokens", ("thinking", "type"), "enabled", unless="effort"),
+                ParamRule("max_tokens", ("thinking", "budget_tokens"), unless="effort"),
+            ),
+        ),
+        Dialect(
+            "litellm",
+            "thinking_blocks",
             auto_include=True,
             multi_vendor=True,
             params=(

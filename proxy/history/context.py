@@ -21,7 +21,7 @@ from proxy.dialects import Dialect
 from proxy.history.egress import AssistantMessage, EgressResult, Reasoning, build_upstream_messages
 from proxy.history.keys import content_text
 from proxy.reasoning.blocks import StripPolicy, tighter_policy
-from proxy.reasoning.native import details_text
+from proxy.reasoning.native import blocks_text, details_text
 from proxy.settings import IncludeInContext
 
 Count = Callable[[str], int]
@@ -42,6 +42,9 @@ def message_tokens(message: Any, count: Count) -> int:
     details = message.get("reasoning_details")
     if isinstance(details, list):
         total += count(details_text(details))
+    blocks = message.get("thinking_blocks")
+    if isinstance(blocks, list):
+        total += count(blocks_text(blocks))
     calls = message.get("tool_calls")
     if isinstance(calls, list):
         for call in calls:

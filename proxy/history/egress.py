@@ -1,8 +1,9 @@
 """Egress: the client's messages -> the messages sent upstream.
 
 For each assistant message, its reasoning is what the message itself carries
-(`reasoning_content`, `reasoning`, `thinking`, `reasoning_details`, or inline
-tags in `content`, which are always removed from `content`), else the stored
+(`reasoning_content`, `reasoning`, `thinking`, `reasoning_details`,
+`thinking_blocks`, or inline tags in `content`, which are always removed
+from `content`), else the stored
 turn it matches (by tool-call id, then by content fingerprint). Then, read
 fresh for this request: the strip policy picks which messages keep it,
 include-in-context decides whether any is sent (`auto`: on tool-call turns,
@@ -41,10 +42,11 @@ class Reasoning:
     text: str
     details: tuple[Json, ...] | None = None
     from_store: bool = False
+    blocks: tuple[Json, ...] | None = None  # thinking_blocks, as the upstream sent them
 
     @property
     def empty(self) -> bool:
-        return not self.text and not self.details
+        return not self.text and not self.details and not self.blocks
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +98,10 @@ def read_assistant(position: int, message: Json, tags: TagSet) -> AssistantMessa
         content, tagged = split_tags(content, tags)
     own: Reasoning | None = None
     found = native_text(message)
-    details = message.get("reasoning_details")
-    items = tuple(d for d in details if isinstance(d, dict)) if isinstance(details, list) else ()
-    if found is not None or items:
-        own = Reasoning(found[0] if found else "", items or None)
+    items = _objects(message.get("reasoning_details"))
+    blocks = _objects(message.get("thinking_blocks"))
+    if found is not None or items or blocks:
+        own = Reasoning(found[0] if found else "", items or None, blocks=blocks or None)
     elif tagged:
         own = Reasoning(tagged)
     calls = message.get("tool_calls")
@@ -118,6 +120,10 @@ def read_assistant(position: int, message: Json, tags: TagSet) -> AssistantMessa
     return AssistantMessage(position, content, tuple(ids), tuple(named), own)
 
 
+def _objects(value: Any) -> tuple[Json, ...]:
+    return tuple(v for v in value if isinstance(v, dict)) if isinstance(value, list) else ()
+
+
 def read_assistants(messages: Sequence[Any], tags: TagSet) -> list[AssistantMessage]:
     return [
         read_assistant(i, m, tags)
@@ -127,8 +133,15 @@ def read_assistants(messages: Sequence[Any], tags: TagSet) -> list[AssistantMess
 
 
 def turn_reasoning(turn: Turn) -> Reasoning:
+    blocks = blocks_for_context(turn)
+    thinking_blocks = tuple(
+        item for b in blocks if b.source_field == "thinking_blocks" for item in b.encrypted or ()
+    )
     return Reasoning(
-        join_reasoning(blocks_for_context(turn)), turn.reasoning_details, from_store=True
+        join_reasoning(blocks),
+        turn.reasoning_details,
+        from_store=True,
+        blocks=thinking_blocks or None,
     )
 
 
@@ -308,6 +321,11 @@ def _write(
             message["reasoning_details"] = [dict(d) for d in reasoning.details]
         else:
             message["reasoning"] = reasoning.text
+    elif where == "thinking_blocks":
+        if reasoning.blocks:
+            message["thinking_blocks"] = [dict(b) for b in reasoning.blocks]
+        elif reasoning.text:  # text without its signature cannot be a thinking block
+            message["reasoning_content"] = reasoning.text
     elif where == "think_in_content":
         content = message.get("content")
         visible = content if isinstance(content, str) else ""
