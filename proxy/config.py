@@ -148,6 +148,9 @@ class RouteModel(_Model):
         for name, text in value.items():
             if any(c in name + text for c in "\r\n\0") or not name.strip():
                 raise ValueError("header names and values must not contain CR, LF or NUL")
+            if not (name + text).isascii() and max(name + text) > "\xff":
+                # sent as latin-1, one byte per character (what clients' bytes are read as)
+                raise ValueError("header names and values must be latin-1 characters")
         return value
 
 

@@ -21,6 +21,8 @@ import pytest
 import trustme
 
 from proxy import http1
+from proxy.config import build_config
+from proxy.errors import ConfigError
 from tests.http1_servers import (
     BOTH_LOOPS,
     HANG,
@@ -82,10 +84,36 @@ def test_encode_request_bytes() -> None:
     assert http1.encode_request("POST", "/", origin, [], None) == (
         b"POST / HTTP/1.1\r\nhost: up.example:8000\r\ncontent-length: 0\r\n\r\n"
     )
-    # header values are sent as UTF-8
-    assert b"x-name: caf\xc3\xa9\r\n" in http1.encode_request(
-        "GET", "/", origin, [("x-name", "café")], None
+
+
+def test_header_bytes_go_unchanged() -> None:
+    """A client's header bytes are read as latin-1 (one character a byte):
+    encoded as latin-1 again, each byte goes upstream as it came, not
+    re-encoded as UTF-8."""
+    origin = http1.Origin("http", "up.example", 8000)
+    every_byte = bytes(range(0x20, 0x7F)) + bytes(range(0x80, 0x100))
+    value = every_byte.decode("latin-1")  # what the ASGI layer makes of them
+    got = http1.encode_request("GET", "/caf\xe9", origin, [("x-name", value)], None)
+    assert b"\r\nx-name: " + every_byte + b"\r\n" in got
+    assert got.startswith(b"GET /caf\xe9 HTTP/1.1\r\n")
+
+
+@pytest.mark.parametrize("value", ["\u20ac", "\u0100", "emoji \U0001f600"])
+def test_a_header_character_above_one_byte_is_refused(value: str) -> None:
+    origin = http1.Origin("http", "up.example", 8000)
+    with pytest.raises(ValueError, match="latin-1"):
+        http1.encode_request("GET", "/", origin, [("x-name", value)], None)
+
+
+def test_a_routes_header_beyond_latin_1_is_a_config_error() -> None:
+    def route(headers: dict[str, str]) -> dict[str, object]:
+        return {"routes": [{"name": "r", "upstream": "http://up/v1", "headers": headers}]}
+
+    assert build_config(route({"X-Name": "caf\xe9"}), env={}).routes[0].headers == (
+        ("X-Name", "caf\xe9"),
     )
+    with pytest.raises(ConfigError, match="latin-1"):
+        build_config(route({"X-Price": "5 \u20ac"}), env={})
 
 
 @pytest.mark.parametrize(
@@ -97,12 +125,14 @@ def test_encode_request_bytes() -> None:
         ("x-evil", "trailing\r\n"),
         ("x-evil\r\nInjected", "yes"),
         ("x-evil\n", "yes"),
+        ("x-evil", "nul\0byte"),
+        ("x-evil\0", "yes"),
         ("x-evil\r", "yes"),
     ],
 )
 def test_encode_request_rejects_line_breaks(header: tuple[str, str]) -> None:
     origin = http1.Origin("http", "127.0.0.1", 8000)
-    with pytest.raises(ValueError, match="line break"):
+    with pytest.raises(ValueError, match="line break or NUL"):
         http1.encode_request("GET", "/", origin, [("x-ok", "fine"), header], None)
 
 
