@@ -28,6 +28,7 @@ from proxy.api.messages import CountTokensEndpoint, MessagesEndpoint, send_anthr
 from proxy.api.ops import ops_router
 from proxy.api.passthrough import PassthroughEndpoint
 from proxy.api.profiles import profiles_router
+from proxy.api.responses import RESPONSES_PATH, ResponsesEndpoint, responses_router
 from proxy.api.trace import Trace
 from proxy.api.ui import ui_router
 from proxy.config import (
@@ -61,6 +62,7 @@ DRAIN_PATHS = frozenset(("/healthz", "/readyz", "/metrics"))
 API_ENDPOINTS = (
     ("/v1/conversations", "conversations"),
     ("/v1/reasoning/profiles", "profiles"),
+    ("/v1/responses/", "responses"),
     ("/ui", "ui"),
     ("/healthz", "healthz"),
     ("/readyz", "readyz"),
@@ -81,6 +83,11 @@ class ProxyApp:
         self.api = api
         self.chat = ChatEndpoint(runtime)
         self.passthrough = PassthroughEndpoint(runtime, self.chat.planner)
+        self.responses = ResponsesEndpoint(runtime, self.chat.planner)
+        # stored responses live where the Responses requests go: here, or at
+        # a default route whose upstream speaks the Responses API itself
+        default = runtime.config.route_for(None)
+        self.own_responses = default is None or default.api != "responses"
         self.messages = MessagesEndpoint(runtime, self.chat.planner)
         self.count_tokens = CountTokensEndpoint(runtime, self.chat.planner)
         self.mounts = tuple((mounts or {}).items())
@@ -110,7 +117,16 @@ class ProxyApp:
                 await send_anthropic_error(send, MethodNotAllowed("Use POST for messages."))
                 return
             endpoint = self.messages if path == MESSAGES_PATH else self.count_tokens
-        elif path.startswith("/v1/") and not path.startswith(OWN_PREFIXES):
+        elif path == RESPONSES_PATH:
+            if scope["method"] != "POST":
+                await self._refuse(scope, send, MethodNotAllowed("Use POST to create a response."))
+                return
+            endpoint = self.responses
+        elif (
+            path.startswith("/v1/")
+            and not path.startswith(OWN_PREFIXES)
+            and not (self.own_responses and path.startswith(RESPONSES_PATH + "/"))
+        ):
             endpoint = self.passthrough
         else:
             # the routers make no log line or metrics of their own
@@ -212,6 +228,7 @@ def create_app(
 
     api.include_router(ops_router(rt))
     api.include_router(conversations_router(rt))
+    api.include_router(responses_router(rt))
     api.include_router(profiles_router(rt))
     api.include_router(ui_router(rt))
     return ProxyApp(rt, api, mounts)

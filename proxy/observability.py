@@ -181,6 +181,13 @@ class Metrics:
             ["route", "kind"],
             registry=r,
         )
+        self.sealed_rejected = Counter(
+            "reasoning_proxy_sealed_rejected",
+            "Sealed reasoning from clients that this proxy could not open (forged, another "
+            "tenant's or another proxy's), by front door; it is ignored.",
+            ["door"],
+            registry=r,
+        )
         self.added_latency = Histogram(
             "reasoning_proxy_added_latency_seconds",
             "Proxy time to first byte minus upstream time to first byte.",

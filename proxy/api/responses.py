@@ -1,0 +1,287 @@
+"""POST /v1/responses, and GET and DELETE /v1/responses/{id}: the Responses API's front door.
+
+A request to a route whose upstream speaks chat completions (`api: chat`,
+the default) is translated (`proxy.doors.responses`): its input items, with
+those of the stored responses its `previous_response_id` names first,
+become chat messages; reasoning a client sends back inside an
+`encrypted_content` envelope is opened (another tenant's, a forged or an
+unknown one is ignored, counted and logged) and goes back in the assistant
+message's `reasoning_content`, with the upstream's own artefacts, so the
+usual egress writes it in the route's dialect. `reasoning.effort` is the
+effort control, as `X-Reasoning-Effort` (the header wins). The planned
+exchange then runs the one path, and the door's encoder turns the
+normalized chat output into Responses events or a Response object.
+
+With `store` (the API's default), the Response is kept in the store, per
+tenant, before the client gets its last byte (so a client that continues
+at once finds it): the Response with every reasoning item's envelope, the
+request's own input items, and the id it continued. `GET` returns it (its
+envelopes only with `include[]=reasoning.encrypted_content`), `DELETE`
+removes it; unknown and other tenants' ids are the same 404. The turn
+itself is stored like any chat turn, whatever `store` says.
+
+Routes with `api: responses` get the request as it came, with the
+reasoning settings applied (`proxy.doors.responses.native`); a route of
+another API is a 400 `unsupported_upstream_api`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from proxy.api.asgi import Message, Receive, read_body
+from proxy.api.conversations import caller_tenant
+from proxy.api.door import Door
+from proxy.api.encoder import Encoder
+from proxy.api.relay import Progress
+from proxy.api.trace import Trace
+from proxy.doors.responses.encoder import ResponsesEncoder
+from proxy.doors.responses.objects import Echo
+from proxy.doors.responses.request import (
+    ENCRYPTED_INCLUDE,
+    Options,
+    read_options,
+    translate,
+)
+from proxy.errors import BadRequest, NotFound
+from proxy.exchange import Exchange, parse_json_object
+from proxy.history.service import STORE_TIMEOUT
+from proxy.runtime import Runtime
+from proxy.sealing import Sealed
+from proxy.settings import SETTINGS, header_overrides
+from proxy.stores.base import StoreFailure
+
+log = logging.getLogger("proxy.responses")
+
+RESPONSES_PATH = "/v1/responses"
+DROPPED_FIELDS = "x-proxy-dropped-fields"
+DROPPED_TOOLS = "x-proxy-dropped-tools"
+EFFORT_HEADER = "x-reasoning-effort"
+ENABLED_HEADER = "x-reasoning-enabled"
+# a Responses effort the settings do not have -> the nearest they do
+_NEAREST_EFFORT = {"xhigh": "high", "max": "high"}
+_RESPONSE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+MISSING = "No response with that id."
+
+
+class _Keep:
+    """What a stored response needs besides the Response itself."""
+
+    __slots__ = ("input", "kept", "previous", "store", "tenant")
+
+    def __init__(self, tenant: str, options: Options, items: list[Any]) -> None:
+        self.tenant = tenant
+        self.store = options.store
+        self.previous = options.previous_response_id
+        self.input = items
+        self.kept = False
+
+
+class _Encoder(ResponsesEncoder):
+    """The encoder, with what storing its Response needs."""
+
+    def __init__(self, *args: Any, keep: _Keep, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.keep = keep
+
+
+class ResponsesEndpoint(Door):
+    endpoint = "responses"
+
+    async def plan(
+        self, headers: list[tuple[str, str]], receive: Receive
+    ) -> tuple[Exchange, Encoder | None]:
+        rt = self.rt
+        authorization = self.planner.authorize(headers)
+        header_overrides(headers)  # a bad setting costs no upload
+        body = parse_json_object(await read_body(receive, rt.config.limits.max_body_bytes))
+        options = read_options(body)
+        route = self.planner.route(options.model)
+        if route.api != "chat":
+            raise BadRequest(
+                f"This route's upstream speaks the {route.api} API; the Responses door "
+                "translates to chat upstreams only.",
+                param="model",
+                code="unsupported_upstream_api",
+            )
+        tenant = rt.tenant(authorization)
+        prior = await self._history(tenant, options.previous_response_id)
+        translation = translate(body, prior, lambda token: self._open(tenant, token))
+        payload = orjson.dumps(translation.payload)
+
+        async def chat_body() -> bytes:
+            return payload
+
+        ex = await self.planner.chat(with_effort(headers, translation.effort), chat_body)
+        if translation.dropped_fields:
+            ex.extra_headers.append((DROPPED_FIELDS, ", ".join(translation.dropped_fields)))
+        if translation.dropped_tools:
+            ex.extra_headers.append((DROPPED_TOOLS, ", ".join(translation.dropped_tools)))
+
+        def seal(sealed: Sealed) -> str:
+            return rt.sealer.seal(tenant, sealed)
+
+        encoder = _Encoder(
+            Echo.of(body, options),
+            translation.names,
+            seal,
+            include_encrypted=options.include_encrypted,
+            hidden=not ex.settings.include_in_response,
+            keep=_Keep(tenant, options, translation.input_items),
+        )
+        return ex, encoder
+
+    async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
+        encoder = state.encoder
+        if not isinstance(encoder, _Encoder):
+            await super().forward(ex, trace, state)
+            return
+        encoder.turn = lambda: ex.turn if ex.turn is not None else state.turn()
+        inner = trace.inner
+
+        async def send(message: Message) -> None:
+            # the Response is stored before the client gets its last byte
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                await self._keep(encoder, ex)
+            await inner(message)
+
+        trace.inner = send
+        trace.fields["response_id"] = encoder.response_id
+        await super().forward(ex, trace, state)
+
+    async def _keep(self, encoder: _Encoder, ex: Exchange) -> None:
+        keep = encoder.keep
+        if keep.kept or not keep.store or encoder.final is None:
+            return
+        keep.kept = True
+        record = orjson.dumps(
+            {
+                "response": encoder.final,
+                "input": keep.input,
+                "previous_response_id": keep.previous,
+                "conversation": ex.key.conversation,
+            }
+        )
+        try:
+            await asyncio.wait_for(
+                self.rt.store.put_response(keep.tenant, encoder.response_id, record),
+                STORE_TIMEOUT,
+            )
+        except (TimeoutError, StoreFailure) as exc:
+            self.rt.health.failed("response write", exc)
+
+    async def _history(self, tenant: str, previous: str | None) -> list[Any]:
+        """The input and output items of the stored responses a
+        `previous_response_id` chain names, oldest first."""
+        chain: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        limit = self.rt.config.store.max_turns_per_conversation
+        while previous is not None and previous not in seen and len(chain) < limit:
+            seen.add(previous)
+            record = await load_response(self.rt, tenant, previous)
+            if record is None:
+                raise BadRequest(
+                    "previous_response_id names no stored response (unknown, expired, "
+                    "deleted, or created with store: false).",
+                    param="previous_response_id",
+                    code="previous_response_not_found",
+                )
+            chain.append(record)
+            nxt = record.get("previous_response_id")
+            previous = nxt if isinstance(nxt, str) else None
+        items: list[Any] = []
+        for record in reversed(chain):
+            items += record.get("input") or []
+            items += (record.get("response") or {}).get("output") or []
+        return items
+
+    def _open(self, tenant: str, token: Any) -> Sealed | None:
+        sealed = self.rt.sealer.open(tenant, token)
+        if sealed is None:
+            metrics = self.rt.metrics
+            metrics.child(metrics.sealed_rejected, "responses").inc()
+            log.warning("a reasoning item's encrypted_content is not this proxy's; ignored")
+        return sealed
+
+
+def with_effort(headers: list[tuple[str, str]], effort: str | None) -> list[tuple[str, str]]:
+    """The request's headers with `reasoning.effort` as X-Reasoning-Effort
+    (unless the client sent that header: it wins)."""
+    if effort is None or any(k == EFFORT_HEADER for k, _ in headers):
+        return headers
+    setting = next(s for s in SETTINGS if s.field == "effort")
+    try:
+        value = setting.parse(effort)
+    except ValueError:
+        if effort == "none":  # no such effort here: reasoning off
+            if any(k == ENABLED_HEADER for k, _ in headers):
+                return headers
+            return [*headers, (ENABLED_HEADER, "false")]
+        if effort not in _NEAREST_EFFORT:
+            raise BadRequest(
+                f"reasoning.effort must be one of: none, {setting.allowed}, xhigh.",
+                param="reasoning.effort",
+                code="invalid_reasoning_setting",
+            ) from None
+        value = setting.parse(_NEAREST_EFFORT[effort])
+    return [*headers, (EFFORT_HEADER, str(value))]
+
+
+async def load_response(rt: Runtime, tenant: str, response_id: str) -> dict[str, Any] | None:
+    """A stored response's record, or None."""
+    if not _RESPONSE_ID.fullmatch(response_id):
+        return None
+    with rt.health.errors("response read"):
+        raw = await rt.store.get_response(tenant, response_id)
+    if raw is None:
+        return None
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def responses_router(rt: Runtime) -> APIRouter:
+    router = APIRouter()
+
+    @router.get(RESPONSES_PATH + "/{response_id}")
+    async def get_response(request: Request, response_id: str) -> Response:
+        tenant = caller_tenant(rt, request, allow_admin=False)
+        assert tenant is not None
+        record = await load_response(rt, tenant, response_id)
+        response = record.get("response") if record is not None else None
+        if not isinstance(response, dict):
+            raise NotFound(MISSING, param="response_id", code="response_not_found")
+        include = request.query_params.getlist("include[]") + request.query_params.getlist(
+            "include"
+        )
+        if ENCRYPTED_INCLUDE not in include:
+            response["output"] = [
+                {k: v for k, v in item.items() if k != "encrypted_content"}
+                for item in response.get("output") or []
+                if isinstance(item, dict)
+            ]
+        return Response(orjson.dumps(response), media_type="application/json")
+
+    @router.delete(RESPONSES_PATH + "/{response_id}")
+    async def delete_response(request: Request, response_id: str) -> Response:
+        tenant = caller_tenant(rt, request, allow_admin=False)
+        assert tenant is not None
+        deleted = False
+        if _RESPONSE_ID.fullmatch(response_id):
+            with rt.health.errors("response delete"):
+                deleted = await rt.store.delete_response(tenant, response_id)
+        if not deleted:
+            raise NotFound(MISSING, param="response_id", code="response_not_found")
+        body = {"id": response_id, "object": "response.deleted", "deleted": True}
+        return Response(orjson.dumps(body), media_type="application/json")
+
+    return router
