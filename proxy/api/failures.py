@@ -23,6 +23,8 @@ _ERROR_KIND = {
     "upstream_redirect": "status",
     "upstream_busy": "busy",
     "upstream_disconnected": "disconnected",
+    "upstream_bad_response": "malformed",
+    "upstream_request_invalid": "connect",  # the request could not be written
 }
 
 IDLE_MESSAGE = "The upstream sent nothing within the idle timeout."
