@@ -1,0 +1,228 @@
+"""Real Responses clients against the real `reasoning-proxy demo` (a
+subprocess): every demo model, streamed and whole, through `/v1/responses`,
+each event checked against the openai SDK's models; and the Agents SDK
+running a function-tool loop on the Kimi simulator, which refuses a
+tool-call turn that comes back without its reasoning."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from agents import (
+    Agent,
+    ModelSettings,
+    OpenAIResponsesModel,
+    RunConfig,
+    Runner,
+    function_tool,
+)
+from openai.types.responses import ResponseStreamEvent
+from pydantic import TypeAdapter
+
+from proxy.demo.run import ENV_DELAY_MS
+from proxy.demo.wire import MODELS
+from tests.harness import free_port
+
+EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
+QUESTION = "What is 17 * 23?"
+WEATHER_TOOL: Any = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Current weather for a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Demo:
+    base: str
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
+    """`python -m proxy demo` on a free port, streams without delays."""
+    port = free_port()
+    output = tmp_path_factory.mktemp("demo") / "output.txt"
+    env = {**os.environ, ENV_DELAY_MS: "0"}
+    env.pop("REASONING_PROXY_STORE", None)
+    with output.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "proxy", "demo", "--port", str(port)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                pytest.fail("the demo exited:\n" + output.read_text())
+            try:
+                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("the demo did not become healthy:\n" + output.read_text())
+            time.sleep(0.1)
+        yield Demo(base)
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+def sdk(demo: Demo) -> openai.OpenAI:
+    return openai.OpenAI(base_url=demo.base + "/v1", api_key="demo", max_retries=0)
+
+
+def streamed(demo: Demo, body: dict[str, Any]) -> list[Any]:
+    """The events of a streamed request, each validated by the SDK's model."""
+    events = []
+    with httpx.stream(
+        "POST",
+        demo.base + "/v1/responses",
+        json={**body, "stream": True},
+        headers={"Authorization": "Bearer demo"},
+        timeout=30,
+    ) as r:
+        assert r.status_code == 200, r.read()
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                events.append(EVENTS.validate_json(line[len("data: ") :]))
+    return events
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_every_demo_model_streams_reasoning_apart_from_the_answer(demo: Demo, model: str) -> None:
+    events = streamed(demo, {"model": model, "input": QUESTION})
+    types = [e.type for e in events]
+    assert types[:2] == ["response.created", "response.in_progress"]
+    assert types[-1] == "response.completed"
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    summary = "".join(e.delta for e in events if e.type == "response.reasoning_summary_text.delta")
+    assert "391" in text
+    assert "17 * 23" in summary
+    assert "<think>" not in text + summary
+    assert "</think>" not in text + summary
+    final = events[-1].response
+    assert [i.type for i in final.output] == ["reasoning", "message"]
+    assert final.output_text == text
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_every_demo_model_answers_whole(demo: Demo, model: str) -> None:
+    with sdk(demo) as client:
+        response = client.responses.create(
+            model=model, input=QUESTION, include=["reasoning.encrypted_content"]
+        )
+    assert response.status == "completed"
+    assert "391" in response.output_text
+    reasoning = response.output[0]
+    assert reasoning.type == "reasoning"
+    assert "17 * 23" in reasoning.summary[0].text
+    assert (reasoning.encrypted_content or "").startswith("rp1.")
+    assert response.usage is not None
+
+
+def kimi_loop(demo: Demo, *, keep_reasoning: bool) -> str:
+    """The Kimi simulator refuses a tool-call turn without its reasoning:
+    a loop that completes shows the proxy sent it back."""
+    with sdk(demo) as client:
+        first = client.responses.create(
+            model="demo-kimi",
+            input="What is the weather in Oslo?",
+            tools=[WEATHER_TOOL],
+            store=False,
+            include=["reasoning.encrypted_content"],
+        )
+        call = next(i for i in first.output if i.type == "function_call")
+        assert call.name == "get_weather"
+        items: list[Any] = [{"role": "user", "content": "What is the weather in Oslo?"}]
+        items += [
+            i.model_dump(exclude_none=True)
+            for i in first.output
+            if keep_reasoning or i.type != "reasoning"
+        ]
+        items.append({"type": "function_call_output", "call_id": call.call_id, "output": "-3 C"})
+        second = client.responses.create(
+            model="demo-kimi", input=items, tools=[WEATHER_TOOL], store=False
+        )
+    return second.output_text
+
+
+@pytest.mark.parametrize("keep_reasoning", [True, False])
+def test_the_kimi_tool_loop_works_whether_the_client_keeps_reasoning_or_not(
+    demo: Demo, keep_reasoning: bool
+) -> None:
+    assert "-3 C" in kimi_loop(demo, keep_reasoning=keep_reasoning)
+
+
+@pytest.mark.parametrize("chained", [False, True])
+def test_the_agents_sdk_runs_a_tool_loop(demo: Demo, chained: bool) -> None:
+    """`chained`: the SDK sends previous_response_id and only the new items
+    (the proxy's stored responses); otherwise store off, every item resent."""
+    calls: list[str] = []
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        calls.append(city)
+        return f"18 C and sunny in {city}"
+
+    async def run() -> Any:
+        client = openai.AsyncOpenAI(base_url=demo.base + "/v1", api_key="demo", max_retries=0)
+        try:
+            settings = ModelSettings(
+                store=chained, response_include=["reasoning.encrypted_content"]
+            )
+            agent = Agent(
+                name="weather",
+                instructions="Answer with the tool.",
+                tools=[get_weather],
+                model=OpenAIResponsesModel(model="demo-kimi", openai_client=client),
+                model_settings=settings,
+            )
+            return await Runner.run(
+                agent,
+                "What is the weather in Paris?",
+                run_config=RunConfig(tracing_disabled=True),
+                auto_previous_response_id=chained,
+            )
+        finally:
+            await client.close()
+
+    result = asyncio.run(run())
+    assert calls == ["Paris"]
+    assert "18 C and sunny in Paris" in result.final_output
+    kinds = [type(item).__name__ for item in result.new_items]
+    assert kinds == [
+        "ReasoningItem",
+        "ToolCallItem",
+        "ToolCallOutputItem",
+        "ReasoningItem",
+        "MessageOutputItem",
+    ]
