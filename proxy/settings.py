@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from proxy.errors import InvalidConversationId, InvalidSetting
 from proxy.reasoning.blocks import StripPolicy
+from proxy.reasoning.output import OUTPUTS, Output
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 # auto: the dialect decides (reasoning back on tool-call turns where the
@@ -34,6 +35,7 @@ class ReasoningSettings:
     max_tokens: int | None = None
     format: Format = "field"
     strip_from_context: StripPolicy = "none"
+    output: Output = "reasoning_content"  # the shape the client gets reasoning in
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -108,6 +110,7 @@ SETTINGS: tuple[Setting, ...] = (
         "choice",
         ("all", "allButLast", "none"),
     ),
+    Setting("output", "X-Reasoning-Output", "output", "choice", OUTPUTS),
 )
 PROFILE_HEADER = "X-Reasoning-Profile"
 CONVERSATION_HEADER = "X-Conversation-Id"

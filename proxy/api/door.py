@@ -134,12 +134,18 @@ class Door:
 
     async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
         rt = self.rt
+        # X-Reasoning-Output shapes the chat wire; a door with an encoder
+        # reads the default shape (and writes reasoning in its own wire)
+        output = ex.settings.output
+        if state.encoder is not None and output != "none":
+            output = "reasoning_content"
         options = NormalizeOptions(
             tags=ex.route.tags,
             implicit_open_tag=ex.route.implicit_open_tag and ex.settings.enabled,
             include_in_response=ex.settings.include_in_response,
             max_line_bytes=rt.config.limits.max_sse_line_bytes,
             max_reasoning_chars=rt.config.limits.max_reasoning_bytes,
+            output=output,
         )
         body = orjson.dumps(ex.payload)
         trace.upstream_started()
@@ -204,7 +210,7 @@ class Door:
                 if turn is not None:
                     if self.rt.live.active:
                         watcher = self._watch(ex)
-                        shown = ex.settings.include_in_response
+                        shown = options.include
                         watcher.whole(
                             [b.thought for b in turn.thinking if shown and not b.is_hidden],
                             turn.content,

@@ -3,8 +3,11 @@
 For each assistant message, its reasoning is what the message itself carries
 (`reasoning_content`, `reasoning`, `thinking`, `reasoning_details`,
 `thinking_blocks`, or inline tags in `content`, which are always removed
-from `content`), else the stored
-turn it matches (by tool-call id, then by content fingerprint). Then, read
+from `content`; the proxy's own `<think>` output is recognized on every
+route), else the stored turn it matches (by tool-call id, then by content
+fingerprint). Reasoning a client carried back as text alone (a shape that
+loses signatures and details) keeps the stored turn's artefacts when the
+turn matches it and says the same. Then, read
 fresh for this request: the strip policy picks which messages keep it,
 include-in-context decides whether any is sent (`auto`: on tool-call turns,
 where the dialect wants it there, in the dialect's own form), and the
@@ -47,6 +50,11 @@ class Reasoning:
     @property
     def empty(self) -> bool:
         return not self.text and not self.details and not self.blocks
+
+    @property
+    def whole(self) -> bool:
+        """It has every artefact a round trip may need (details and blocks)."""
+        return bool(self.details and self.blocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +102,7 @@ def split_tags(text: str, tags: TagSet) -> tuple[str, str]:
 def read_assistant(position: int, message: Json, tags: TagSet) -> AssistantMessage:
     content = message.get("content")
     tagged = ""
-    if isinstance(content, str) and "<" in content:
+    if isinstance(content, str) and tags.starts.search(content):
         content, tagged = split_tags(content, tags)
     own: Reasoning | None = None
     found = native_text(message)
@@ -125,6 +133,7 @@ def _objects(value: Any) -> tuple[Json, ...]:
 
 
 def read_assistants(messages: Sequence[Any], tags: TagSet) -> list[AssistantMessage]:
+    tags = tags.with_pair("think")  # the `think_tags` output shape, sent back
     return [
         read_assistant(i, m, tags)
         for i, m in enumerate(messages)
@@ -165,10 +174,11 @@ async def find_stored(
     scoped: bool,
     assistants: Iterable[AssistantMessage],
 ) -> dict[int, Turn]:
-    """Stored turns matching the assistant messages that carry no reasoning,
-    by position. `scoped`: the client named the conversation, so look only in
-    it; otherwise look through the tenant's index."""
-    wanted = [a for a in assistants if a.own is None]
+    """Stored turns matching the assistant messages that carry no reasoning
+    (or carry it without some artefact), by position. `scoped`: the client named the
+    conversation, so look only in it; otherwise look through the tenant's
+    index."""
+    wanted = [a for a in assistants if a.own is None or not a.own.whole]
     if not wanted:
         return {}
     found: dict[int, Turn] = {}
@@ -227,12 +237,28 @@ def known_reasoning(
     out: list[Reasoning | None] = []
     for a in assistants:
         if a.own is not None:
-            out.append(a.own)
+            out.append(_with_artefacts(a.own, stored.get(a.position)))
         elif a.position in stored:
             out.append(turn_reasoning(stored[a.position]))
         else:
             out.append(None)
     return out
+
+
+def _with_artefacts(own: Reasoning, turn: Turn | None) -> Reasoning:
+    """Reasoning a client carried back in a shape that loses artefacts (text
+    in `<think>` tags or `reasoning`, details without thinking blocks) gets
+    the ones the stored turn that says the same kept (signatures, details)."""
+    if turn is None:
+        return own
+    kept = turn_reasoning(turn)
+    details = own.details or kept.details
+    blocks = own.blocks or kept.blocks
+    if (details, blocks) == (own.details, own.blocks):
+        return own
+    if "".join(kept.text.split()) != "".join(own.text.split()):
+        return own
+    return Reasoning(own.text, details, blocks=blocks)
 
 
 def build_upstream_messages(

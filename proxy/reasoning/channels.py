@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from proxy.reasoning.blocks import Json
 from proxy.reasoning.builder import TurnBuilder
 from proxy.reasoning.native import REASONING_FIELDS, native_text, thinking_signature
+from proxy.reasoning.output import Output, ShapeWriter
 from proxy.reasoning.sse import DEFAULT_MAX_LINE_BYTES
 from proxy.reasoning.tags import DEFAULT_TAG_SET, Reasoning, TagEvent, TagSet, TagSplitter, Visible
 
@@ -37,19 +38,35 @@ class NormalizeOptions:
     # recognize a stream's repeated chunk shape instead of parsing each chunk
     # (off: every chunk parsed; the two must agree, which the tests check)
     shapes: bool = True
+    # how the client receives the reasoning (see output.py)
+    output: Output = "reasoning_content"
+
+    @property
+    def include(self) -> bool:
+        """Does any reasoning reach the client? (`none` is like include false)"""
+        return self.include_in_response and self.output != "none"
+
+    @property
+    def default_shape(self) -> bool:
+        """Reasoning goes out as `reasoning_content` (or not at all): the
+        shape the quick path and the learned chunk shapes write."""
+        return self.output in ("reasoning_content", "none")
 
 
 class ChoiceSeparator:
     """Separation state of one choice index."""
 
-    __slots__ = ("builder", "finished", "mark", "native", "plain", "splitter")
+    __slots__ = ("builder", "finished", "include", "mark", "native", "plain", "splitter", "writer")
 
     def __init__(self, options: NormalizeOptions) -> None:
         self.splitter = TagSplitter(options.tags, implicit_open=options.implicit_open_tag)
+        self.include = options.include
         self.builder = TurnBuilder(
-            hidden=not options.include_in_response,
+            hidden=not self.include,
             max_reasoning_chars=options.max_reasoning_chars,
         )
+        # None: the default shape, written by `rewrite`
+        self.writer = None if options.default_shape else ShapeWriter(options.output)
         self.native = False
         self.finished = False
         # the character every delimiter starts with: content without it is
@@ -133,6 +150,20 @@ class ChoiceSeparator:
                 if type(call) is dict:
                     builder.tool_call(call)
         return segments, source
+
+    def write(
+        self, obj: Json, segments: list[tuple[int, str]], source: str | None, final: bool
+    ) -> bool:
+        """Write the separated channels into a delta or message in the
+        client's shape; True if it changed."""
+        if self.writer is None or not self.include:
+            return rewrite(obj, segments, source, self.include)
+        return self.writer.write(obj, segments, source, final)
+
+    @property
+    def pending(self) -> bool:
+        """The shape still has something to write at the end."""
+        return self.writer is not None and self.writer.pending
 
     def _native(self) -> None:
         if not self.native:

@@ -40,7 +40,6 @@ from proxy.reasoning.channels import (
     NormalizeOptions,
     V,
     in_order,
-    rewrite,
 )
 from proxy.reasoning.shapes import Shape, learn
 from proxy.reasoning.sse import (
@@ -114,6 +113,7 @@ class StreamNormalizer:
         "_decoder",
         "_envelope",
         "_failure",
+        "_fast",
         "_include",
         "_learning",
         "_options",
@@ -128,7 +128,9 @@ class StreamNormalizer:
 
     def __init__(self, options: NormalizeOptions | None = None) -> None:
         self._options = options or NormalizeOptions()
-        self._include = self._options.include_in_response
+        self._include = self._options.include
+        # the quick path and the learned shapes write the default shape only
+        self._fast = self._options.default_shape
         self._decoder = SSEDecoder(self._options.max_line_bytes)
         self._choices: dict[Any, ChoiceSeparator] = {}
         self._envelope: Json = {}
@@ -136,7 +138,7 @@ class StreamNormalizer:
         self._upstream_error: Any = None
         self._failure: StreamFailure | None = None
         self._shapes: list[Shape] = []
-        self._learning = _LEARN_CALLS if self._options.shapes else 0
+        self._learning = _LEARN_CALLS if self._options.shapes and self._fast else 0
         self.state = OPEN
         self.seen_data = False  # a data event (not only comments) arrived
         self.first_error: Any = None  # the error object of a first event that is one
@@ -372,7 +374,7 @@ class StreamNormalizer:
             if not handled:
                 return _NOT_QUICK
             if self.tap is not None:
-                self._tap(shape.index, delta)
+                self._tap_delta(shape.index, delta)
             if handled == UNCHANGED:
                 return None
             if shape.head is not None:
@@ -434,7 +436,7 @@ class StreamNormalizer:
     def _chunk(self, obj: Json) -> bytes | None:
         """Normalize one chunk; None when it goes out as the upstream sent it."""
         choices = obj.get("choices")
-        if type(choices) is list and len(choices) == 1 and "usage" not in obj:
+        if self._fast and type(choices) is list and len(choices) == 1 and "usage" not in obj:
             # the common chunk: one choice, a delta, no finish_reason (the
             # envelope, usage and errors need no look on such a chunk)
             choice = choices[0]
@@ -446,7 +448,7 @@ class StreamNormalizer:
                     handled = state.quick(delta, self._include)
                     if handled:
                         if self.tap is not None:
-                            self._tap(index, delta)
+                            self._tap_delta(index, delta)
                         if handled == UNCHANGED:
                             return None
                         return b"data: " + orjson.dumps(obj) + b"\n\n"
@@ -477,18 +479,19 @@ class StreamNormalizer:
                     continue
                 delta = {}
                 segments, source = state.separate(delta, True)
-                if not segments:
+                if not segments and not state.pending:
                     continue
                 choice["delta"] = delta
             else:
                 segments, source = state.separate(delta, finish is not None)
+            final = finish is not None
             if self._include and len(choices) == 1 and not in_order(segments):
-                split = self._split(obj, choice, delta, segments, source)
+                split = self._split(obj, choice, delta, segments, source, state, final)
                 continue
-            if rewrite(delta, segments, source, self._include):
+            if state.write(delta, segments, source, final):
                 changed = True
             if self.tap is not None:
-                self._tap(index, delta)
+                self._tap(index, segments)
         if split is not None:
             return split
         if changed:
@@ -502,6 +505,8 @@ class StreamNormalizer:
         delta: Json,
         segments: list[tuple[int, str]],
         source: str | None,
+        state: ChoiceSeparator,
+        final: bool,
     ) -> bytes:
         """Reasoning after visible text in one delta: send one chunk per run,
         in order, so a client that renders as it reads sees the true order."""
@@ -514,20 +519,21 @@ class StreamNormalizer:
         head = {k: v for k, v in obj.items() if k not in ("choices", "usage")}
         index = index_key(choice.get("index", 0))
         out = []
-        for n, (kind, text) in enumerate(runs[:-1]):
-            piece: Json = {"content": text} if kind == V else {"reasoning_content": text}
+        for n, run in enumerate(runs[:-1]):
+            piece: Json = {}
+            state.write(piece, [run], None, False)
             if n == 0 and "role" in delta:
                 piece = {"role": delta.pop("role"), **piece}
             out.append(
                 {**head, "choices": [{"index": index, "delta": piece, "finish_reason": None}]}
             )
-        rewrite(delta, runs[-1:], source, True)
+        state.write(delta, runs[-1:], source, final)
         if runs[-1][0] == V:
             delta.pop("reasoning_content", None)
         out.append(obj)
         if self.tap is not None:
-            for o in out:
-                self._tap(index, o["choices"][0]["delta"])
+            for run in runs:
+                self._tap(index, [run])
         return b"".join(b"data: " + orjson.dumps(o) + b"\n\n" for o in out)
 
     def _flush_choices(self) -> bytes:
@@ -538,14 +544,14 @@ class StreamNormalizer:
             if state.finished:
                 continue
             segments, _ = state.separate({}, True)
-            if not segments:
+            if not segments and not state.pending:
                 continue
             delta: Json = {}
-            rewrite(delta, segments, None, self._include)
+            state.write(delta, segments, None, True)
             if not delta:
                 continue
             if self.tap is not None:
-                self._tap(index, delta)
+                self._tap(index, segments)
             chunk = {
                 **self._envelope,
                 "choices": [{"index": index, "delta": delta, "finish_reason": None}],
@@ -554,8 +560,20 @@ class StreamNormalizer:
             out.append(b"data: " + orjson.dumps(chunk) + b"\n\n")
         return b"".join(out)
 
-    def _tap(self, index: Any, delta: Json) -> None:
-        """Record what the client is sent of the first choice (for watchers)."""
+    def _tap(self, index: Any, segments: list[tuple[int, str]]) -> None:
+        """Record what the client is sent of the first choice (for watchers),
+        as reasoning and answer whatever the shape it is sent in."""
+        if index != 0 or self.tap is None:
+            return
+        reasoning = "".join(t for k, t in segments if k != V)
+        if reasoning and self._include:
+            self.tap.append(("reasoning", reasoning))
+        content = "".join(t for k, t in segments if k == V)
+        if content:
+            self.tap.append(("content", content))
+
+    def _tap_delta(self, index: Any, delta: Json) -> None:
+        """`_tap` for a delta the quick path handled (the default shape)."""
         if index != 0 or self.tap is None:
             return
         reasoning = delta.get("reasoning_content")
@@ -597,7 +615,7 @@ def normalize_completion(
         message = choice["message"]
         state = ChoiceSeparator(options)
         segments, source = state.separate(message, True)
-        if rewrite(message, segments, source, options.include_in_response):
+        if state.write(message, segments, source, True):
             changed = True
         if first is None:
             first = state

@@ -38,6 +38,7 @@ longer wins, and a read that ends inside the longer one waits for more.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -229,17 +230,23 @@ class TagSet:
         return out
 
     def with_pair(self, name: str) -> TagSet:
-        """This set with the `<name>` tag added (the history reader's set)."""
+        """This set with the `<name>` tag added (the history reader's set;
+        on a route without delimiters, it counts only at the start)."""
         if name in self.names:
             return self
-        return TagSet.of(
-            (*self.names, name),
-            pairs=self.pairs,
-            presets=self.presets,
-            answer_tags=self.answer_tags,
-            tool_call_markers=self.tool_call_markers,
-            only_at_start=self.only_at_start or not self.table,
-        )
+        return _with_pair(self, name)
+
+
+@functools.lru_cache(maxsize=64)
+def _with_pair(tags: TagSet, name: str) -> TagSet:
+    return TagSet.of(
+        (*tags.names, name),
+        pairs=tags.pairs,
+        presets=tags.presets,
+        answer_tags=tags.answer_tags,
+        tool_call_markers=tags.tool_call_markers,
+        only_at_start=tags.only_at_start or not tags.table,
+    )
 
 
 def _name(name: str) -> str:

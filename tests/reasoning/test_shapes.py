@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.reasoning.normalizer import NormalizeOptions, StreamNormalizer
+from proxy.reasoning.output import OUTPUTS
 from proxy.reasoning.shapes import Shape, _delta_span, _proves, learn
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent
 from proxy.reasoning.tags import TagSet
@@ -674,13 +675,15 @@ TAG_SETS = {
     st.booleans(),
     st.sampled_from(sorted(TAG_SETS)),
     st.booleans(),
+    st.sampled_from(OUTPUTS),
 )
-def test_shapes_on_and_off_agree_for_every_tag_set(
-    body: bytes, sizes: list[int], include: bool, tags: str, implicit: bool
+def test_shapes_on_and_off_agree_for_every_tag_set_and_output(
+    body: bytes, sizes: list[int], include: bool, tags: str, implicit: bool, output: str
 ) -> None:
     more = {
         "tags": TAG_SETS[tags],
         "implicit_open_tag": implicit and bool(TAG_SETS[tags].table),
+        "output": output,
     }
     assert_same(cut_at(body, sizes), include, **more)
     assert_same([body], include, **more)
