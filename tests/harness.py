@@ -219,7 +219,8 @@ class FakeUpstream:
             if answer.hang_after is not None and n >= answer.hang_after:
                 await asyncio.sleep(3600)
             if n == answer.gate_after:
-                opened = await asyncio.get_running_loop().run_in_executor(None, answer.gate.wait, 60)
+                loop = asyncio.get_running_loop()
+                opened = await loop.run_in_executor(None, answer.gate.wait, 60)
                 assert opened, "the test never opened the stream's gate"
             if answer.delay:
                 await asyncio.sleep(answer.delay)

@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from proxy import config as config_module
-from proxy.config import LimitsModel, RouteModel, ServerModel, StoreModel
+from proxy.config import LimitsModel, RouteModel, ServerModel, StoreModel, UiModel
 from proxy.dialects import DIALECTS
 from proxy.settings import CONVERSATION_HEADER, DEFAULTS, PROFILE_HEADER, SETTINGS
 
@@ -58,6 +58,7 @@ def test_header_table_matches_the_settings() -> None:
         ("### `server`", ServerModel),
         ("### `store`", StoreModel),
         ("### `limits`", LimitsModel),
+        ("### `ui`", UiModel),
         ("### `routes[]`", RouteModel),
     ],
 )

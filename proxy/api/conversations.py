@@ -58,9 +58,21 @@ def conversation_tokens(turns: list[Turn]) -> dict[str, int]:
 def conversation_json(conversation: str, turns: list[Turn]) -> dict[str, Any]:
     return {
         "id": conversation,
-        "turns": [turn_to_json(t, i) for i, t in enumerate(turns)],
+        "turns": [{**turn_to_json(t, i), **exchange_json(t)} for i, t in enumerate(turns)],
         "tokens": conversation_tokens(turns),
     }
+
+
+def exchange_json(turn: Turn) -> dict[str, Any]:
+    """The rest of the exchange a turn came from, for the inspector: its tool
+    calls, what the proxy did with earlier reasoning on the way up (`egress`),
+    and the request's input (stored only with `ui.show_prompts`)."""
+    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in turn.tool_calls]
+    out: dict[str, Any] = {"toolCalls": calls}
+    for key in ("egress", "input"):
+        if key in turn.extra:
+            out[key] = turn.extra[key]
+    return out
 
 
 def conversations_router(rt: Runtime) -> APIRouter:

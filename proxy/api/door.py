@@ -34,6 +34,7 @@ from proxy.api.relay import Progress, StreamRelay
 from proxy.api.trace import Trace
 from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError
 from proxy.exchange import Exchange, Planner
+from proxy.history.explain import turn_input
 from proxy.live import TurnWatcher
 from proxy.observability import truncate
 from proxy.reasoning.blocks import Turn
@@ -257,7 +258,9 @@ class Door:
         if ex.stored or turn is None:
             return
         ex.stored = True
-        extra = {**turn.extra, "context": ex.context}
+        extra = {**turn.extra, "context": ex.context, "egress": ex.plan.notes}
+        if self.rt.config.ui.show_prompts:
+            extra["input"] = turn_input(ex.payload.get("messages") or [])
         stored = await self.rt.history.remember(ex.key, turn, ex.route, extra=extra)
         ex.turn = stored
         if ex.watcher is not None:

@@ -81,7 +81,9 @@ def demo_config_data(
         # a fresh tenant secret loses nothing there (and spares the newcomer a
         # warning); sealed reasoning a client holds warns on its first seal.
         server["secret"] = secrets.token_urlsafe(32)
-    return {"server": server, "store": {"url": store_url}, "routes": routes}
+    # the demo shows the whole exchange, prompts included (serve: off by default)
+    ui = {"show_prompts": True}
+    return {"server": server, "store": {"url": store_url}, "ui": ui, "routes": routes}
 
 
 def build_demo_config(

@@ -12,7 +12,7 @@ texts plus a few tokens of framing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -69,6 +69,8 @@ class EgressPlan:
     effective: int
     raw: int
     compressed: StripPolicy | None  # the policy compression tightened to, if it did
+    # per assistant message, what was done with its reasoning and why (explain.py)
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 def plan_egress(

@@ -26,6 +26,7 @@ from proxy.dialects import Dialect
 from proxy.errors import StoreUnavailable
 from proxy.history.context import EgressPlan, plan_egress
 from proxy.history.egress import find_stored, known_reasoning, read_assistants, turn_refs_of
+from proxy.history.explain import egress_notes
 from proxy.history.keys import ConversationKey
 from proxy.history.threads import CONVERSATION, continued_conversation, new_conversation_id
 from proxy.observability import Metrics
@@ -148,11 +149,12 @@ class History:
         except StoreFailure as exc:
             self.health.failed("lookup", exc)
             stored = {}
+        known = known_reasoning(assistants, stored)
         plan = plan_egress(
             messages,
             tools,
             assistants,
-            known_reasoning(assistants, stored),
+            known,
             dialect=dialect,
             include=settings.include_in_context,
             strip=settings.strip_from_context,
@@ -168,7 +170,17 @@ class History:
             metrics.child(metrics.stripped, dialect.name).inc(plan.result.stripped)
         if plan.compressed:
             metrics.child(metrics.compressions, plan.compressed).inc()
-        return plan
+        # what was done with each message's reasoning, and why (the inspector)
+        notes = egress_notes(
+            assistants,
+            known,
+            plan.result.sent,
+            dialect=dialect,
+            include=settings.include_in_context,
+            strip=settings.strip_from_context,
+            compressed=plan.compressed,
+        )
+        return replace(plan, notes=notes)
 
     async def conversation_for(self, tenant: str, messages: list[Any], route: Route) -> str:
         """The id of the conversation a request without X-Conversation-Id

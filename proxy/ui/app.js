@@ -88,7 +88,13 @@
   }
 
   function clock(seconds) {
-    return seconds ? new Date(seconds * 1000).toLocaleTimeString() : '';
+    // with the date: stored conversations outlive the day they started
+    if (!seconds) return '';
+    return new Date(seconds * 1000).toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+  }
+
+  function timeEl(seconds) {
+    return el('time', { datetime: new Date(seconds * 1000).toISOString() }, clock(seconds));
   }
 
   function tenantScope() {
@@ -146,11 +152,15 @@
     if (forced) root.dataset.theme = forced;
     else delete root.dataset.theme;
     const dark = forced ? forced === 'dark' : darkQuery.matches;
-    $('theme-toggle').setAttribute('aria-pressed', String(dark));
+    // the button names the theme it switches to
+    const button = $('theme-toggle');
+    button.dataset.current = dark ? 'dark' : 'light';
+    button.textContent = dark ? 'Light theme' : 'Dark theme';
+    button.title = dark ? 'Switch to the light theme' : 'Switch to the dark theme';
   }
 
   function toggleTheme() {
-    const dark = $('theme-toggle').getAttribute('aria-pressed') !== 'true';
+    const dark = $('theme-toggle').dataset.current !== 'dark';
     // back at the system's choice: follow the system again
     writeStorage(localStorage, THEME_STORAGE, dark === darkQuery.matches ? '' : dark ? 'dark' : 'light');
     applyTheme();
@@ -273,7 +283,7 @@
       turn.route ? el('span', { class: 'route' }, `route ${turn.route}`) : null,
       turn.finishReason ? el('span', { class: 'finish' }, `finish: ${turn.finishReason}`) : null,
       usageText(turn.usage) ? el('span', { class: 'usage' }, usageText(turn.usage)) : null,
-      turn.created ? el('time', {}, clock(turn.created)) : null,
+      turn.created ? timeEl(turn.created) : null,
       turn.complete === false ? el('span', { class: 'badge warn' }, 'incomplete') : null,
       turn.persisted === false ? el('span', { class: 'badge warn' }, 'not stored') : null,
     );
@@ -288,13 +298,103 @@
     if (turn.content) body.append(el('div', { class: 'answer' }, turn.content));
     else if (visible.length && !tools.length) body.append(notice(NO_ANSWER, 'reasoning-only'));
     else if (!tools.length) body.append(notice('No response.', 'empty'));
-    if (tools.length) body.append(el('p', { class: 'tools' }, `Tool calls: ${tools.join(', ')}`));
+    if (tools.length) body.append(renderToolCalls(turn.toolCalls, tools));
     return el(
       'article',
       { class: 'turn', 'data-msg-id': msgId, 'data-state': 'stored', 'data-turn-index': String(turn.index) },
       head,
+      renderInput(turn.input),
+      renderEgress(turn.egress),
       body,
     );
+  }
+
+  // -- the rest of the exchange: input, tool calls, what went upstream ------------
+
+  function prettyJson(text) {
+    try {
+      return JSON.stringify(JSON.parse(text), null, 2);
+    } catch {
+      return text; // arguments as the model wrote them, valid JSON or not
+    }
+  }
+
+  function renderToolCalls(calls, ids) {
+    // name and arguments where the store has them; ids alone otherwise
+    const known = Array.isArray(calls) && calls.length ? calls : ids.map((id) => ({ id, name: '', arguments: '' }));
+    const list = el('ul', { class: 'tool-calls', 'aria-label': 'Tool calls' });
+    for (const call of known) {
+      list.append(
+        el(
+          'li',
+          { class: 'tool-call', 'data-tool-call-id': call.id || '' },
+          el('span', { class: 'tool-name' }, `→ ${call.name || 'tool call'}`),
+          call.id ? el('span', { class: 'tool-id' }, call.id) : null,
+          call.arguments ? el('pre', { class: 'tool-args' }, prettyJson(call.arguments)) : null,
+        ),
+      );
+    }
+    return list;
+  }
+
+  function renderInput(input) {
+    // the request's messages after its latest assistant message (ui.show_prompts)
+    if (!Array.isArray(input) || !input.length) return null;
+    const box = el('div', { class: 'turn-input' });
+    for (const item of input) {
+      const tool = item.role === 'tool';
+      const label = tool ? `Tool result${item.toolCallId ? ` · ${item.toolCallId}` : ''}` : item.role === 'user' ? 'User' : item.role;
+      const text = item.cut ? `${item.text}… (+${item.cut} characters)` : item.text;
+      box.append(
+        el(
+          'div',
+          { class: tool ? 'input tool-result' : 'input prompt', 'data-role': item.role, 'data-tool-call-id': item.toolCallId || null },
+          el('span', { class: 'input-label' }, label),
+          el('div', { class: 'input-text' }, text),
+        ),
+      );
+    }
+    return box;
+  }
+
+  const EGRESS_ACTIONS = {
+    reinjected: 're-injected from the store',
+    passed: "sent on (the client's own)",
+    stripped: 'stripped',
+    none: 'none known',
+  };
+
+  function renderEgress(egress) {
+    // what the proxy did with earlier reasoning in the request that made this turn
+    if (!egress || !Array.isArray(egress.messages)) return null;
+    const counts = {};
+    for (const note of egress.messages) counts[note.action] = (counts[note.action] || 0) + 1;
+    const words = { reinjected: 're-injected', passed: 'sent on', stripped: 'stripped', none: 'none known' };
+    const parts = Object.entries(counts).map(([action, n]) => `${n} ${words[action] || action}`);
+    const summary = egress.messages.length
+      ? `Sent upstream: ${parts.join(', ')} (${egress.dialect})`
+      : `Sent upstream: no earlier assistant message (${egress.dialect})`;
+    const details = el(
+      'details',
+      { class: 'egress', 'data-compressed': egress.compressed || null },
+      el('summary', {}, egress.compressed ? `${summary}, compressed to ${egress.compressed}` : summary),
+    );
+    const list = el('ol', { class: 'egress-list' });
+    for (const note of egress.messages) {
+      list.append(
+        el(
+          'li',
+          { 'data-action': note.action, 'data-index': String(note.index) },
+          el('span', { class: 'egress-action' }, `Message ${note.index + 1}${note.toolCall ? ' (tool call)' : ''}: ${EGRESS_ACTIONS[note.action] || note.action}`),
+          note.why ? el('span', { class: 'egress-why' }, note.why) : null,
+          note.placeholder ? el('span', { class: 'egress-why' }, "the dialect's placeholder went in its place") : null,
+        ),
+      );
+    }
+    if (egress.messages.length) details.append(list);
+    const settings = `include_in_context ${egress.include}, strip_from_context ${egress.strip}`;
+    details.append(el('p', { class: 'egress-settings' }, egress.compressed ? `${settings}, tightened to ${egress.compressed} to fit the context` : settings));
+    return details;
   }
 
   function createLiveTurn(event) {
@@ -320,7 +420,7 @@
       el('span', { class: 'n' }, 'Live turn'),
       turn.model ? el('span', { class: 'model' }, turn.model) : null,
       turn.route ? el('span', { class: 'route' }, `route ${turn.route}`) : null,
-      turn.created ? el('time', {}, clock(turn.created)) : null,
+      turn.created ? timeEl(turn.created) : null,
       turn.badge,
     );
     turn.body = el('div', { class: 'turn-body' });
@@ -425,7 +525,9 @@
   function renderList() {
     const list = $('conversations');
     const focused = document.activeElement && document.activeElement.dataset.ref;
-    const entries = [...state.conversations.values()].sort((a, b) => b.updated - a.updated);
+    const all = [...state.conversations.values()].sort((a, b) => b.updated - a.updated);
+    renderModelFilter(all);
+    const entries = all.filter(matchesFilter);
     list.replaceChildren(
       ...entries.map((c) => {
         const meta = [c.model, c.turns ? `${c.turns} turn${c.turns === 1 ? '' : 's'}` : null, clock(c.updated)];
@@ -446,8 +548,69 @@
         return el('li', {}, button);
       }),
     );
-    $('no-conversations').hidden = entries.length > 0;
+    $('no-conversations').hidden = all.length > 0;
+    $('no-match').hidden = entries.length > 0 || all.length === 0;
     if (focused) list.querySelector(`[data-ref="${CSS.escape(focused)}"]`)?.focus();
+  }
+
+  function matchesFilter(entry) {
+    // search: id, model or tenant contain the text (any case); filter: the model
+    const model = $('model-filter').value;
+    if (model && entry.model !== model) return false;
+    const query = $('search').value.trim().toLowerCase();
+    if (!query) return true;
+    return [entry.id, entry.model, entry.tenant].some((v) => typeof v === 'string' && v.toLowerCase().includes(query));
+  }
+
+  function renderModelFilter(entries) {
+    const select = $('model-filter');
+    const models = [...new Set(entries.map((c) => c.model).filter(Boolean))].sort();
+    const current = select.value;
+    if (current && !models.includes(current)) models.push(current);
+    const shown = [...select.options].slice(1).map((o) => o.value);
+    if (shown.join('\n') === models.join('\n')) return;
+    select.replaceChildren(el('option', { value: '' }, 'All models'), ...models.map((m) => el('option', { value: m }, m)));
+    select.value = current;
+  }
+
+  // -- deleting a conversation (its tenant, or the admin naming the tenant) --------
+
+  function resetDelete() {
+    const button = $('delete');
+    delete button.dataset.confirm;
+    button.textContent = 'Delete';
+  }
+
+  async function deleteSelected() {
+    const button = $('delete');
+    const entry = state.conversations.get(state.selected);
+    if (!entry) return;
+    if (button.dataset.confirm !== 'true') {
+      // a second click confirms: one stray click deletes nothing
+      button.dataset.confirm = 'true';
+      button.textContent = 'Delete: sure?';
+      return;
+    }
+    resetDelete();
+    const query = state.scope === 'all' ? `?tenant=${encodeURIComponent(entry.tenant ?? '')}` : '';
+    const response = await fetch(`v1/conversations/${encodeURIComponent(entry.id)}${query}`, {
+      method: 'DELETE',
+      headers: authHeaders(),
+      cache: 'no-store',
+    });
+    if (!response.ok && response.status !== 404) {
+      showError((await errorOf(response)).message);
+      return;
+    }
+    showError('');
+    state.conversations.delete(entry.ref);
+    if (state.selected === entry.ref) {
+      state.selected = null;
+      state.stored = null;
+    }
+    renderList();
+    renderConversation();
+    await loadConversations();
   }
 
   async function loadConversations() {
@@ -556,6 +719,11 @@
     const entry = state.conversations.get(state.selected);
     $('conversation-title').textContent = entry ? entry.id : 'No conversation selected';
     $('conversation-title').classList.toggle('placeholder', !entry);
+    // only a stored conversation can be deleted; a new selection asks again
+    const deletable = Boolean(entry && state.stored && state.stored.id === entry.id);
+    if ($('delete').dataset.ref !== (entry ? entry.ref : '')) resetDelete();
+    $('delete').dataset.ref = entry ? entry.ref : '';
+    $('delete').hidden = !deletable;
     renderContext(entry);
     const turns = [];
     if (entry && state.stored && state.stored.id === entry.id) {
@@ -735,6 +903,9 @@
       restart();
     });
     $('refresh').addEventListener('click', refresh);
+    $('search').addEventListener('input', renderList);
+    $('model-filter').addEventListener('change', renderList);
+    $('delete').addEventListener('click', deleteSelected);
     $('conversations').addEventListener('click', (event) => {
       const item = event.target.closest('[data-ref]');
       if (item) select(item.dataset.ref);

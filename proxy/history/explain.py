@@ -1,0 +1,111 @@
+"""What the proxy did with each assistant message's reasoning on the way up,
+and why: the notes the inspector shows per turn (and the explanation of a
+provider's 400 about missing reasoning, or of its absence).
+
+In: a request's assistant messages, the reasoning known for each (carried by
+the message, or found in the store), what was sent, the settings and the
+dialect. Out: plain JSON, stored with the turn the request produced. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from proxy.dialects import Dialect
+from proxy.history.egress import AssistantMessage, Reasoning
+from proxy.history.keys import content_text
+
+# an input message of a turn, as stored: at most this many characters each
+MAX_INPUT_CHARS = 20_000
+
+
+def egress_notes(
+    assistants: Sequence[AssistantMessage],
+    known: Sequence[Reasoning | None],
+    sent: Sequence[Reasoning | None],
+    *,
+    dialect: Dialect,
+    include: Any,
+    strip: str,
+    compressed: str | None,
+) -> dict[str, Any]:
+    """One note per assistant message: `action` (reinjected, passed, stripped,
+    none), where its reasoning came from, and why."""
+    policy = compressed or strip
+    messages = []
+    for a, reasoning, out in zip(assistants, known, sent, strict=True):
+        tool_turn = bool(a.tool_call_ids)
+        note: dict[str, Any] = {"index": a.position, "toolCall": tool_turn}
+        if reasoning is None or reasoning.empty:
+            note["action"] = "none"
+            note["why"] = (
+                "no reasoning known: the message carries none and no stored turn matches it"
+            )
+        else:
+            note["source"] = "store" if reasoning.from_store else "message"
+            if out is not None:
+                note["action"] = "reinjected" if reasoning.from_store else "passed"
+                note["why"] = _why_sent(include, dialect, policy)
+            else:
+                note["action"] = "stripped"
+                note["why"] = _why_not(include, dialect, tool_turn, strip, compressed)
+        if tool_turn and dialect.tool_turn_placeholder is not None and out is None:
+            note["placeholder"] = True  # the dialect requires the key on tool-call turns
+        messages.append(note)
+    return {
+        "dialect": dialect.name,
+        "include": include,
+        "strip": strip,
+        "compressed": compressed,
+        "messages": messages,
+    }
+
+
+def _why_sent(include: Any, dialect: Dialect, policy: str) -> str:
+    if include == "auto":
+        return f"include_in_context auto: the {dialect.name} dialect needs it on tool-call turns"
+    return f"include_in_context {_word(include)}, strip_from_context {policy} keeps it"
+
+
+def _why_not(
+    include: Any, dialect: Dialect, tool_turn: bool, strip: str, compressed: str | None
+) -> str:
+    if dialect.never_send:
+        return f"the {dialect.name} dialect never takes reasoning back"
+    if include is False:
+        return "include_in_context false"
+    if include == "auto":
+        where = "on this tool-call turn" if tool_turn else "on turns without tool calls"
+        return f"include_in_context auto: the {dialect.name} dialect takes none back {where}"
+    if compressed is not None:
+        return (
+            f"strip_from_context {compressed}: tightened from {strip} "
+            "to fit compression_threshold x context_limit"
+        )
+    return f"strip_from_context {strip}"
+
+
+def _word(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def turn_input(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """What a request added after its latest assistant message (the user's
+    message, tool results), as role, text and tool-call id."""
+    start = 0
+    for i, message in enumerate(messages):
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            start = i + 1
+    out = []
+    for message in messages[start:]:
+        if not isinstance(message, dict) or message.get("role") in ("system", "developer"):
+            continue
+        text = content_text(message.get("content"))
+        item: dict[str, Any] = {"role": str(message.get("role")), "text": text[:MAX_INPUT_CHARS]}
+        if len(text) > MAX_INPUT_CHARS:
+            item["cut"] = len(text) - MAX_INPUT_CHARS
+        if isinstance(message.get("tool_call_id"), str):
+            item["toolCallId"] = message["tool_call_id"]
+        out.append(item)
+    return out
