@@ -118,6 +118,10 @@ def test_langchain_chat_openai_drops_it_and_chat_deepseek_keeps_it(base: str) ->
         from langchain_openai import ChatOpenAI
         question = [("user", QUESTION)]
         plain = ChatOpenAI(base_url=BASE, api_key="demo", model="demo-deepseek").invoke(question)
+        tagged = ChatOpenAI(
+            base_url=BASE, api_key="demo", model="demo-deepseek",
+            default_headers={"X-Reasoning-Output": "think_tags"},
+        ).invoke(question)
         deepseek = ChatDeepSeek(api_base=BASE, api_key="demo", model="demo-deepseek")
         message = deepseek.invoke(question)
         streamed = "".join(
@@ -127,6 +131,7 @@ def test_langchain_chat_openai_drops_it_and_chat_deepseek_keeps_it(base: str) ->
             "openai_content": plain.content,
             "openai_extra": sorted(plain.additional_kwargs),
             "openai_blocks": [b["type"] for b in plain.content_blocks],
+            "openai_tagged": tagged.content,
             "deepseek_reasoning": message.additional_kwargs["reasoning_content"],
             "deepseek_blocks": [b["type"] for b in message.content_blocks],
             "deepseek_content": message.content,
@@ -137,6 +142,9 @@ def test_langchain_chat_openai_drops_it_and_chat_deepseek_keeps_it(base: str) ->
     assert found["openai_content"] == ANSWER
     assert "reasoning_content" not in found["openai_extra"]
     assert found["openai_blocks"] == ["text"]
+    # X-Reasoning-Output: think_tags puts it where ChatOpenAI keeps it: in content
+    assert found["openai_tagged"].startswith("<think>\nThe user asks for 17 * 23.")
+    assert found["openai_tagged"].endswith("</think>\n\n" + ANSWER)
     assert "17 * 23" in found["deepseek_reasoning"]
     assert found["deepseek_blocks"] == ["reasoning", "text"]
     assert found["deepseek_content"] == ANSWER
