@@ -41,8 +41,10 @@ from proxy.api.conversations import caller_tenant
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
 from proxy.api.relay import Progress
+from proxy.api.responses_native import forward_native
 from proxy.api.trace import Trace
 from proxy.doors.responses.encoder import ResponsesEncoder
+from proxy.doors.responses.native import native_request
 from proxy.doors.responses.objects import Echo
 from proxy.doors.responses.request import (
     ENCRYPTED_INCLUDE,
@@ -64,6 +66,7 @@ RESPONSES_PATH = "/v1/responses"
 DROPPED_FIELDS = "x-proxy-dropped-fields"
 DROPPED_TOOLS = "x-proxy-dropped-tools"
 EFFORT_HEADER = "x-reasoning-effort"
+IGNORED_HEADER = "x-reasoning-ignored"
 ENABLED_HEADER = "x-reasoning-enabled"
 # a Responses effort the settings do not have -> the nearest they do
 _NEAREST_EFFORT = {"xhigh": "high", "max": "high"}
@@ -104,14 +107,16 @@ class ResponsesEndpoint(Door):
         body = parse_json_object(await read_body(receive, rt.config.limits.max_body_bytes))
         options = read_options(body)
         route = self.planner.route(options.model)
-        if route.api != "chat":
+        if route.api not in ("chat", "responses"):
             raise BadRequest(
                 f"This route's upstream speaks the {route.api} API; the Responses door "
-                "translates to chat upstreams only.",
+                "goes to chat and Responses upstreams only.",
                 param="model",
                 code="unsupported_upstream_api",
             )
         tenant = rt.tenant(authorization)
+        if route.api == "responses":
+            return await self._native(headers, body, tenant), None
         prior = await self._history(tenant, options.previous_response_id)
         translation = translate(body, prior, lambda token: self._open(tenant, token))
         payload = orjson.dumps(translation.payload)
@@ -138,7 +143,40 @@ class ResponsesEndpoint(Door):
         )
         return ex, encoder
 
+    async def _native(
+        self, headers: list[tuple[str, str]], body: dict[str, Any], tenant: str
+    ) -> Exchange:
+        """An exchange for a Responses upstream: planned from the input as far
+        as it translates (for the conversation, the settings and the context
+        accounting), sent as it came, with the settings applied."""
+        try:  # the upstream's own items (its reasoning, a stored previous response) are its
+            translation = translate(body, [], lambda token: self.rt.sealer.open(tenant, token))
+            payload, effort = translation.payload, translation.effort
+        except BadRequest:
+            payload = {"model": body.get("model"), "messages": [{"role": "user", "content": ""}]}
+            effort = None
+        planned = with_effort(headers, effort)
+        encoded = orjson.dumps(payload)
+
+        async def chat_body() -> bytes:
+            return encoded
+
+        ex = await self.planner.chat(planned, chat_body)
+        ex.payload, ignored = native_request(body, ex.settings, header_overrides(planned))
+        ex.stream = body.get("stream") is True
+        ex.extra_headers = [(k, v) for k, v in ex.extra_headers if k != IGNORED_HEADER]
+        if ignored:
+            ex.extra_headers.append((IGNORED_HEADER, ", ".join(ignored)))
+        return ex
+
     async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
+        if ex.route.api == "responses":
+            await forward_native(self, ex, trace, state)
+            return
+        for name in (DROPPED_FIELDS, DROPPED_TOOLS):  # in the request's log line too
+            dropped = next((v for k, v in ex.extra_headers if k == name), None)
+            if dropped is not None:
+                trace.fields[name.removeprefix("x-proxy-").replace("-", "_")] = dropped
         encoder = state.encoder
         if not isinstance(encoder, _Encoder):
             await super().forward(ex, trace, state)

@@ -1,0 +1,170 @@
+"""The Responses door to an upstream that speaks the Responses API itself (`api: responses`).
+
+The request was planned like every other (route, tenant, conversation,
+settings) and its body prepared by `native_request`; here it goes to the
+upstream's `/responses`, and the answer comes back read by read through a
+`NativeResponses` normalizer: tagged reasoning split off the answer, the
+turn stored before the stream's last bytes, a client that leaves cancels
+the upstream request (the cut turn is stored as incomplete). Upstream
+errors keep their status and body (the Responses API's errors have the
+chat shape).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import orjson
+
+from proxy.api.asgi import encode_headers, send_bytes
+from proxy.api.failures import error_kind, read_failure, read_failure_error
+from proxy.api.relay import Progress
+from proxy.api.trace import Trace
+from proxy.doors.responses.native import DONE, OPEN, NativeResponses
+from proxy.errors import ProxyError, UpstreamError
+from proxy.exchange import Exchange
+from proxy.upstream import (
+    Response,
+    Upstream,
+    UpstreamReadError,
+    response_headers,
+    upstream_read_errors,
+)
+
+if TYPE_CHECKING:
+    from proxy.api.responses import ResponsesEndpoint
+
+
+async def forward_native(
+    door: ResponsesEndpoint, ex: Exchange, trace: Trace, state: Progress
+) -> None:
+    rt = door.rt
+    reader = NativeResponses(
+        ex.route.tags,
+        hidden=not ex.settings.include_in_response,
+        max_line_bytes=rt.config.limits.max_sse_line_bytes,
+    )
+    body = orjson.dumps(ex.payload)
+    trace.upstream_started()
+    try:
+        async with rt.upstream.request(
+            ex.route, "POST", "/responses", ex.upstream_headers, body
+        ) as response:
+            if 300 <= response.status < 400:
+                raise UpstreamError(
+                    "The upstream answered with a redirect; redirects are not followed.",
+                    code="upstream_redirect",
+                )
+            if response.status >= 400:
+                trace.upstream_error = "status"
+            content_type = response.header("content-type") or ""
+            if response.status < 300 and content_type.startswith("text/event-stream"):
+                await _stream(door, ex, trace, state, response, reader)
+            else:
+                await _whole(door, ex, trace, state, response, reader)
+    except ProxyError as exc:
+        trace.upstream_error = trace.upstream_error or error_kind(exc)
+        trace.fields["error"] = exc.code
+        state.complete = True
+        if not state.started:
+            await door.send_error(trace.send, exc)
+        else:
+            await trace.send({"type": "http.response.body", "body": b"", "more_body": False})
+    except asyncio.CancelledError:
+        # the client left, or a shutdown cut the stream: the turn so far is kept
+        if reader.state == OPEN:
+            await door._remember(ex, reader.turn())
+        raise
+
+
+async def _stream(
+    door: ResponsesEndpoint,
+    ex: Exchange,
+    trace: Trace,
+    state: Progress,
+    response: Response,
+    reader: NativeResponses,
+) -> None:
+    mask = door.rt.key_mask
+    headers = [
+        (k, v)
+        for k, v in response_headers(response)
+        if k.lower() not in ("cache-control", "x-accel-buffering")
+    ]
+    if mask is not None:
+        headers = mask.headers(headers)
+    headers += [("cache-control", "no-cache"), ("x-accel-buffering", "no"), *ex.extra_headers]
+    await trace.send(
+        {
+            "type": "http.response.start",
+            "status": response.status,
+            "headers": encode_headers(headers),
+        }
+    )
+    state.started = True
+    masking = mask.stream() if mask is not None else None
+    first = True
+    try:
+        with upstream_read_errors():
+            while True:
+                data = await response.read()
+                if first:
+                    trace.upstream_first_byte()
+                    first = False
+                if not data:
+                    out = reader.finish()
+                    break
+                out = reader.feed(data)
+                if reader.state != OPEN:
+                    break
+                if out:
+                    if masking is not None:
+                        out = masking.feed(out)
+                    await trace.send({"type": "http.response.body", "body": out, "more_body": True})
+    except UpstreamReadError as exc:
+        out = reader.abort(read_failure(exc).message)
+    trace.outcome = "complete" if reader.state == DONE else "failed"
+    await door._remember(ex, reader.turn())
+    state.complete = True
+    if masking is not None:
+        out = masking.feed(out) + masking.flush()
+    await trace.send({"type": "http.response.body", "body": out, "more_body": False})
+    if reader.state == DONE:
+        await Upstream.drain(response, 1.0)
+
+
+async def _whole(
+    door: ResponsesEndpoint,
+    ex: Exchange,
+    trace: Trace,
+    state: Progress,
+    response: Response,
+    reader: NativeResponses,
+) -> None:
+    trace.upstream_first_byte()
+    try:
+        body = await Upstream.read_all(response, door.rt.config.limits.max_response_bytes)
+    except UpstreamReadError as exc:
+        raise read_failure_error(exc) from None
+    headers = [(k, v) for k, v in response_headers(response) if k.lower() != "content-type"]
+    status = response.status
+    if status < 300:
+        try:
+            answer = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise UpstreamError(
+                "The upstream sent a response that is not a JSON object.",
+                code="malformed_upstream_response",
+            )
+        body = orjson.dumps(reader.whole(answer))
+        await door._remember(ex, reader.turn())
+    headers = [("content-type", "application/json"), *headers, *ex.extra_headers]
+    mask = door.rt.key_mask
+    if mask is not None:
+        headers, body = mask.headers(headers), mask.data(body)
+    state.complete = True
+    state.started = True
+    await send_bytes(trace.send, status, body, encode_headers(headers))

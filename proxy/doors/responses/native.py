@@ -1,0 +1,496 @@
+"""What an upstream that speaks the Responses API itself gets, and what
+comes back from it, normalized (sans-IO).
+
+The request goes as it came, with the reasoning settings applied
+(`native_request`): the effort the settings name becomes `reasoning.effort`
+(the body's own stays unless an X-Reasoning-* header set one); settings a
+Responses upstream has no control for are named in `X-Reasoning-Ignored`;
+reasoning items this proxy made (their `encrypted_content` is one of its
+envelopes, which no upstream can read) are left out.
+
+The answer (`NativeResponses`): models served raw put their reasoning in
+the answer text as `<think>...</think>`. Tagged reasoning in a message's
+output_text becomes a `reasoning` item of its own, before the message (its
+text streamed as summary deltas), and the message keeps the answer alone.
+Everything else passes as the upstream sent it, with `output_index`
+shifted past the items the proxy added and `sequence_number` counted
+afresh. Reasoning the settings keep from the client (include-in-response
+false) loses its summary text, and its summary events are not sent. The
+turn (reasoning, text, tool calls, usage) is built from the output items
+for the store.
+
+Stream states: OPEN until `response.completed` / `response.incomplete`
+(DONE) or `response.failed` / `error` / a close before the end (FAILED);
+after that, input is ignored. A message item's `added` events are held
+until its first answer text (or its end), so a reasoning item split off its
+start comes before it; reasoning that follows answer text inside one
+message goes into a reasoning item after it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from proxy.reasoning.blocks import Part, SourceField, TextPart, ThinkingBlock, ToolCall, Turn
+from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment
+from proxy.reasoning.tags import Reasoning, TagSet, TagSplitter, Visible
+from proxy.sealing import PREFIX as ENVELOPE_PREFIX
+from proxy.settings import ReasoningSettings
+
+Json = dict[str, Any]
+OPEN, DONE, FAILED = "open", "done", "failed"
+_ENDS = {
+    "response.completed": DONE,
+    "response.incomplete": DONE,
+    "response.failed": FAILED,
+    "error": FAILED,
+}
+_SUMMARY_EVENTS = frozenset(
+    {
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+    }
+)
+
+
+# -- the request ------------------------------------------------------------------------
+
+
+def native_request(
+    body: Json, settings: ReasoningSettings, from_headers: Json
+) -> tuple[Json, list[str]]:
+    """The body for a Responses upstream, and the settings it cannot honour."""
+    out = dict(body)
+    reasoning = dict(out["reasoning"]) if isinstance(out.get("reasoning"), dict) else {}
+    if settings.effort is not None and ("effort" in from_headers or "effort" not in reasoning):
+        reasoning["effort"] = settings.effort
+    if reasoning:
+        out["reasoning"] = reasoning
+    items = out.get("input")
+    if isinstance(items, list):
+        out["input"] = [i for i in items if not _ours(i)]
+    ignored = []
+    if not settings.enabled:
+        ignored.append("enabled")
+    if settings.max_tokens is not None:
+        ignored.append("max_tokens")
+    return out, ignored
+
+
+def _ours(item: Any) -> bool:
+    """A reasoning item this proxy made: its envelope means nothing upstream."""
+    if not isinstance(item, dict) or item.get("type") != "reasoning":
+        return False
+    sealed = item.get("encrypted_content")
+    return isinstance(sealed, str) and sealed.startswith(ENVELOPE_PREFIX)
+
+
+# -- the answer -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Message:
+    """A message item whose text is being split."""
+
+    item: Json
+    splitter: TagSplitter
+    held: list[Json]  # its added events, until its first answer text
+    visible: list[str]
+    late: list[str]  # reasoning after the answer began
+
+
+@dataclass(slots=True)
+class _Split:
+    """A reasoning item split off a message's start."""
+
+    id: str
+    index: int
+    texts: list[str]
+
+
+class NativeResponses:
+    def __init__(
+        self, tags: TagSet, *, hidden: bool = False, max_line_bytes: int = 4 * 1024 * 1024
+    ) -> None:
+        self.tags = tags
+        self.hidden = hidden
+        self.state = OPEN
+        self._decoder = SSEDecoder(max_line_bytes)
+        self._seq = 0
+        self._shift = 0  # items added before the upstream's next one
+        self._messages: dict[str, _Message] = {}
+        self._split: _Split | None = None
+        # finished items by the client's output_index: as the client sees them,
+        # and whole (hidden reasoning keeps its text), for the stored turn
+        self._items: dict[int, Json] = {}
+        self._full: dict[int, Json] = {}
+        self._ours: set[str] = set()  # ids of the reasoning items the proxy split off
+        self._response: Json | None = None  # the latest response object seen
+
+    # -- streams -----------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> bytes:
+        out: list[bytes] = []
+        for ev in self._decoder.feed(data):
+            self._event(ev, out)
+        return b"".join(out)
+
+    def finish(self) -> bytes:
+        """The upstream closed the stream."""
+        out: list[bytes] = []
+        for ev in self._decoder.flush():
+            self._event(ev, out)
+        if self.state == OPEN:
+            self._failed(out, "The upstream closed the stream before the response ended.")
+        return b"".join(out)
+
+    def abort(self, message: str) -> bytes:
+        """The proxy ends the stream (idle timeout, a broken connection)."""
+        if self.state != OPEN:
+            return b""
+        out: list[bytes] = []
+        self._failed(out, message)
+        return b"".join(out)
+
+    def _event(self, ev: SSEEvent | SSEComment, out: list[bytes]) -> None:
+        if type(ev) is SSEComment:
+            out.append(encode_comment(ev.text))
+            return
+        assert type(ev) is SSEEvent
+        if self.state != OPEN:
+            return
+        try:
+            event = orjson.loads(ev.data)
+        except orjson.JSONDecodeError:
+            event = None
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            out += (b"data: ", ev.data, b"\n\n")  # not ours to judge: as it came
+            return
+        kind = event["type"]
+        if isinstance(event.get("response"), dict):
+            self._response = event["response"]
+        item = event.get("item") if isinstance(event.get("item"), dict) else None
+        message = self._messages.get(str(event.get("item_id") or (item or {}).get("id")))
+        if kind == "response.output_item.added" and item is not None:
+            if item.get("type") == "message" and isinstance(item.get("id"), str):
+                splitter = TagSplitter(self.tags)
+                self._messages[item["id"]] = _Message(event, splitter, [event], [], [])
+                return
+        elif message is not None:
+            self._in_message(message, kind, event, out)
+            return
+        elif kind in _SUMMARY_EVENTS and self.hidden:
+            return
+        elif kind == "response.output_item.done" and item is not None:
+            event["item"] = self._keep(self._index(event), item)
+        elif kind in _ENDS:
+            self.state = _ENDS[kind]
+            if isinstance(event.get("response"), dict):
+                event["response"] = self._final(event["response"])
+        self._emit(out, event)
+
+    def _in_message(self, m: _Message, kind: str, event: Json, out: list[bytes]) -> None:
+        if kind == "response.content_part.added" and m.held:
+            m.held.append(event)
+        elif kind == "response.output_text.delta":
+            self._text(m, str(event.get("delta") or ""), event, out)
+        elif kind == "response.output_text.done":
+            self._text(m, None, event, out)
+            self._release(m, out)
+            event["text"] = "".join(m.visible)
+            self._emit(out, event)
+        elif kind == "response.content_part.done":
+            part = event.get("part")
+            if isinstance(part, dict) and part.get("type") == "output_text":
+                event["part"] = {**part, "text": "".join(m.visible)}
+            self._emit(out, event)
+        elif kind == "response.output_item.done":
+            self._text(m, None, event, out)
+            self._release(m, out)
+            item = _with_text(event["item"], "".join(m.visible))
+            event["item"] = self._keep(self._index(event), item)
+            self._emit(out, event)
+            del self._messages[str(item.get("id"))]
+            if m.late:
+                self._late(event, "\n\n".join(m.late), out)
+        else:
+            self._emit(out, event)
+
+    def _text(self, m: _Message, text: str | None, event: Json, out: list[bytes]) -> None:
+        """Split a delta's text (None: the end of the message's text)."""
+        pieces = m.splitter.feed(text) if text is not None else m.splitter.flush()
+        for piece in pieces:
+            if type(piece) is Reasoning and piece.text:
+                if m.visible:
+                    m.late.append(piece.text)
+                else:
+                    self._reasoning(piece.text, event, out)
+            elif type(piece) is Visible and piece.text:
+                self._close_split(out)
+                self._release(m, out)
+                m.visible.append(piece.text)
+                self._emit(out, {**event, "delta": piece.text})
+
+    def _reasoning(self, text: str, event: Json, out: list[bytes]) -> None:
+        split = self._split
+        if split is None:
+            index = int(event.get("output_index") or 0) + self._shift
+            self._shift += 1
+            split = self._split = _Split(f"rs_{event.get('item_id')}", index, [])
+            self._ours.add(split.id)
+            at = {"output_index": index}
+            self._added(out, at, {"id": split.id, "type": "reasoning", "summary": []})
+            if not self.hidden:
+                part = {"type": "summary_text", "text": ""}
+                self._summary(out, split, "response.reasoning_summary_part.added", part=part)
+        split.texts.append(text)
+        if not self.hidden:
+            self._summary(out, split, "response.reasoning_summary_text.delta", delta=text)
+
+    def _close_split(self, out: list[bytes]) -> None:
+        split, self._split = self._split, None
+        if split is None:
+            return
+        text = "".join(split.texts).strip()
+        if not self.hidden:
+            part = {"type": "summary_text", "text": text}
+            self._summary(out, split, "response.reasoning_summary_text.done", text=text)
+            self._summary(out, split, "response.reasoning_summary_part.done", part=part)
+        item = self._keep(split.index, _reasoning_item(split.id, text))
+        self._emit_raw(out, "response.output_item.done", output_index=split.index, item=item)
+
+    def _release(self, m: _Message, out: list[bytes]) -> None:
+        """The message's held `added` events go out (after any split reasoning)."""
+        self._close_split(out)
+        held, m.held = m.held, []
+        for event in held:
+            self._emit(out, event)
+
+    def _late(self, event: Json, text: str, out: list[bytes]) -> None:
+        index = int(event.get("output_index") or 0) + self._shift + 1
+        self._shift += 1
+        item_id = f"rs_{event['item'].get('id')}_after"
+        self._ours.add(item_id)
+        self._added(
+            out, {"output_index": index}, {"id": item_id, "type": "reasoning", "summary": []}
+        )
+        item = self._keep(index, _reasoning_item(item_id, text))
+        self._emit_raw(out, "response.output_item.done", output_index=index, item=item)
+
+    def _failed(self, out: list[bytes], message: str) -> None:
+        self.state = FAILED
+        base = self._response or {"id": "resp_unknown", "object": "response", "output": []}
+        response = self._final({**base, "status": "failed"})
+        response["error"] = {"code": "server_error", "message": message}
+        self._emit_raw(out, "response.failed", response=response)
+
+    # -- writing events ------------------------------------------------------------------
+
+    def _keep(self, index: int, item: Json) -> Json:
+        """Record a finished item; returns it as the client sees it."""
+        self._full[index] = item
+        shown = self._items[index] = self._shown(item)
+        return shown
+
+    def _index(self, event: Json) -> int:
+        return int(event.get("output_index") or 0) + self._shift
+
+    def _added(self, out: list[bytes], at: Json, item: Json) -> None:
+        self._emit_raw(out, "response.output_item.added", **at, item=item)
+
+    def _summary(self, out: list[bytes], split: _Split, kind: str, **fields: Any) -> None:
+        at = {"item_id": split.id, "output_index": split.index, "summary_index": 0}
+        self._emit_raw(out, kind, **at, **fields)
+
+    def _emit(self, out: list[bytes], event: Json) -> None:
+        """An upstream event, its output_index shifted past the proxy's items."""
+        if isinstance(event.get("output_index"), int):
+            event = {**event, "output_index": event["output_index"] + self._shift}
+        self._write(out, event)
+
+    def _emit_raw(self, out: list[bytes], kind: str, **fields: Any) -> None:
+        self._write(out, {"type": kind, **fields})
+
+    def _write(self, out: list[bytes], event: Json) -> None:
+        event["sequence_number"] = self._seq
+        self._seq += 1
+        kind = str(event["type"]).encode()
+        out += (b"event: ", kind, b"\ndata: ", orjson.dumps(event), b"\n\n")
+
+    # -- the Response --------------------------------------------------------------------
+
+    def _final(self, response: Json) -> Json:
+        """The Response as the client sees it: its output as the events built it."""
+        if self._items:
+            output = [self._items[i] for i in sorted(self._items)]
+        else:
+            output = [self._shown(i) for i in response.get("output") or [] if isinstance(i, dict)]
+        self._response = {**response, "output": output}
+        return self._response
+
+    def whole(self, response: Json) -> Json:
+        """A whole Response, normalized."""
+        index = 0
+        for item in response.get("output") or []:
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "message":
+                reasonings, visible = self._split_message(item)
+                for n, text in enumerate(reasonings):
+                    item_id = f"rs_{item.get('id')}_{n}"
+                    self._ours.add(item_id)
+                    self._keep(index, _reasoning_item(item_id, text))
+                    index += 1
+                item = _with_text(item, visible)
+            self._keep(index, item)
+            index += 1
+        self.state = DONE if response.get("status") != "failed" else FAILED
+        return self._final(response)
+
+    def _split_message(self, item: Json) -> tuple[list[str], str]:
+        text = _message_text(item)
+        splitter = TagSplitter(self.tags)
+        blocks: list[str] = []
+        visible: list[str] = []
+        current: list[str] = []
+        for piece in [*splitter.feed(text), *splitter.flush()]:
+            if type(piece) is Reasoning:
+                current.append(piece.text)
+            elif type(piece) is Visible:
+                visible.append(piece.text)
+            elif current:
+                blocks.append("".join(current).strip())
+                current = []
+        if current:
+            blocks.append("".join(current).strip())
+        return [b for b in blocks if b], "".join(visible)
+
+    def _shown(self, item: Json) -> Json:
+        """An upstream item as the client gets it (hidden reasoning: no text)."""
+        if self.hidden and item.get("type") == "reasoning":
+            return {**{k: v for k, v in item.items() if k != "content"}, "summary": []}
+        return item
+
+    def turn(self) -> Turn:
+        """The response as a stored turn."""
+        response = self._response or {}
+        output = [self._full[i] for i in sorted(self._full)]
+        return turn_of(response, output, self.state, self._ours)
+
+
+def _message_text(item: Json) -> str:
+    content = item.get("content")
+    if not isinstance(content, list):
+        return ""
+    return "".join(
+        str(p.get("text") or "")
+        for p in content
+        if isinstance(p, dict) and p.get("type") == "output_text"
+    )
+
+
+def _with_text(item: Json, text: str) -> Json:
+    """A message item whose (first) output_text is `text`, the rest dropped."""
+    content = item.get("content")
+    if not isinstance(content, list):
+        return item
+    parts: list[Any] = []
+    placed = False
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "output_text":
+            if not placed:
+                parts.append({**part, "text": text})
+                placed = True
+            continue
+        parts.append(part)
+    return {**item, "content": parts}
+
+
+def _reasoning_item(item_id: str, text: str) -> Json:
+    summary = [{"type": "summary_text", "text": text}] if text else []
+    return {"id": item_id, "type": "reasoning", "summary": summary}
+
+
+def _reasoning_text(item: Json) -> str:
+    texts = [
+        str(p.get("text") or "")
+        for key in ("summary", "content")
+        for p in item.get(key) or []
+        if isinstance(p, dict)
+    ]
+    return "\n\n".join(t for t in texts if t)
+
+
+_FINISH = {"completed": "stop", "incomplete": "length", "failed": None}
+
+
+def turn_of(response: Json, output: list[Any], state: str, ours: set[str]) -> Turn:
+    """A Response's output items as a Turn (`ours`: the ids of the reasoning
+    items split off tagged text)."""
+    parts: list[Part] = []
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "reasoning":
+            encrypted = item.get("encrypted_content")
+            opaque = (
+                (
+                    {
+                        "type": "reasoning.encrypted",
+                        "id": item.get("id"),
+                        "data": encrypted,
+                        "format": "openai-responses-v1",
+                    },
+                )
+                if isinstance(encrypted, str) and encrypted
+                else None
+            )
+            text = _reasoning_text(item)
+            if text or opaque:
+                source: SourceField = "think_tag" if item.get("id") in ours else "reasoning"
+                parts.append(ThinkingBlock(text, source, encrypted=opaque))
+        elif kind == "message":
+            text = _message_text(item)
+            if text:
+                parts.append(TextPart(text))
+        elif kind == "function_call":
+            parts.append(
+                ToolCall(item.get("call_id"), str(item.get("name")), str(item.get("arguments")))
+            )
+        elif kind == "custom_tool_call":
+            parts.append(
+                ToolCall(
+                    item.get("call_id"), str(item.get("name")), str(item.get("input")), "custom"
+                )
+            )
+    usage = response.get("usage")
+    chat_usage = None
+    if isinstance(usage, dict):
+        details = usage.get("output_tokens_details")
+        reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        chat_usage = {
+            "prompt_tokens": usage.get("input_tokens"),
+            "completion_tokens": usage.get("output_tokens"),
+            "total_tokens": usage.get("total_tokens"),
+            "completion_tokens_details": {"reasoning_tokens": reasoning},
+        }
+    finish = _FINISH.get(str(response.get("status")))
+    if finish == "stop" and any(isinstance(p, ToolCall) for p in parts):
+        finish = "tool_calls"
+    return Turn(
+        parts=tuple(parts),
+        finish_reason=finish,
+        usage=chat_usage,
+        complete=state == DONE,
+        model=response.get("model") if isinstance(response.get("model"), str) else None,
+        response_id=response.get("id") if isinstance(response.get("id"), str) else None,
+        error=None if state == DONE else "upstream_failed",
+    )

@@ -1,0 +1,90 @@
+"""`api: responses` routes end to end: the request passes to the upstream's
+own /responses with the reasoning settings applied, and the answer comes
+back normalized (tagged reasoning split off) and stored as a turn."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.harness import FakeUpstream, Json, ProxyServer, Stream, route_config, running_proxy
+from tests.test_responses_native import BASE, message, upstream_stream
+
+KEY = {"Authorization": "Bearer sk-native"}
+
+
+@pytest.fixture
+def proxy(upstream: FakeUpstream) -> Iterator[ProxyServer]:
+    with running_proxy(route_config(upstream, api="responses")) as server:
+        yield server
+
+
+def sdk(proxy: ProxyServer, **headers: str) -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=proxy.url, api_key="sk-native", max_retries=0, default_headers=headers or None
+    )
+
+
+def test_a_whole_answer_is_normalized_and_stored(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    answer = {**BASE, "status": "completed", "output": [message("<think>Plan.</think>Done.")]}
+    upstream.script(Json(answer))
+    items: list[Any] = [
+        {"role": "user", "content": "Go"},
+        {"type": "reasoning", "summary": [], "encrypted_content": "rp1.made-by-this-proxy"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "A"}]},
+        {"role": "user", "content": "Again"},
+    ]
+    with sdk(proxy, **{"X-Reasoning-Effort": "low"}) as client:
+        raw = client.responses.with_raw_response.create(
+            model="qwen3", input=items, reasoning={"effort": "high"}
+        )
+    response = raw.parse()
+    assert [i.type for i in response.output] == ["reasoning", "message"]
+    assert response.output_text == "Done."
+    (request,) = upstream.requests
+    assert request.path == "/v1/responses"
+    sent = request.json
+    assert sent["reasoning"] == {"effort": "low"}  # the header wins over the body
+    assert len(sent["input"]) == 3  # the proxy's own reasoning item stays home
+    assert "messages" not in sent
+    conversation = raw.headers["x-conversation-id"]
+    stored = httpx.get(f"{proxy.url}/conversations/{conversation}", headers=KEY).json()
+    (turn,) = stored["turns"]
+    assert turn["content"] == "Done."
+    assert [(b["thought"], b["sourceField"]) for b in turn["blocks"]] == [("Plan.", "think_tag")]
+
+
+def test_a_stream_is_normalized_event_by_event(proxy: ProxyServer, upstream: FakeUpstream) -> None:
+    data = upstream_stream(["<think>I sh", "ould greet.</think>He", "llo!"])
+    upstream.script(Stream([data], done=False))
+    with sdk(proxy) as client, client.responses.stream(model="qwen3", input="Hi") as stream:
+        kinds = [e.type for e in stream]
+        final = stream.get_final_response()
+    assert kinds[1:3] == ["response.output_item.added", "response.reasoning_summary_part.added"]
+    assert final.output_text == "Hello!"
+    assert final.output[0].type == "reasoning"
+    assert final.output[0].summary[0].text == "I should greet."
+
+
+def test_stored_responses_belong_to_the_native_upstream(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream, api="responses")) as proxy:
+        upstream.script(Json({**BASE, "status": "completed", "output": []}))
+        r = httpx.get(f"{proxy.url}/responses/resp_up", headers=KEY)
+    assert r.status_code == 200
+    assert upstream.requests[0].path == "/v1/responses/resp_up"
+
+
+def test_an_upstream_error_keeps_its_status_and_body(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    error = {"error": {"message": "No such model", "type": "invalid_request_error", "code": None}}
+    upstream.script(Json(error, status=404))
+    r = httpx.post(f"{proxy.url}/responses", json={"model": "x", "input": "y"}, headers=KEY)
+    assert r.status_code == 404
+    assert r.json() == error

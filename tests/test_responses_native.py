@@ -1,0 +1,243 @@
+"""What a Responses upstream sends, normalized (sans-IO): tagged reasoning in
+output_text split into a reasoning item before the message, indexes shifted,
+sequence numbers counted afresh; every event checked against the openai SDK's
+models; whole, byte by byte and at any split."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
+
+from proxy.doors.responses.native import DONE, FAILED, NativeResponses, native_request
+from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall
+from proxy.reasoning.tags import DEFAULT_TAG_SET
+from proxy.settings import ReasoningSettings
+
+EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
+BASE: dict[str, Any] = {
+    "id": "resp_up",
+    "object": "response",
+    "created_at": 1700000000,
+    "model": "qwen3",
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "tools": [],
+}
+
+
+def message(text: str, status: str = "completed") -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": []}] if text else []
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "status": status,
+        "content": content,
+    }
+
+
+def event(kind: str, **fields: Any) -> bytes:
+    body = {"type": kind, "sequence_number": 99, **fields}
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(body) + b"\n\n"
+
+
+def upstream_stream(pieces: list[str], call: bool = False) -> bytes:
+    text = "".join(pieces)
+    at = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    out = event("response.created", response={**BASE, "status": "in_progress", "output": []})
+    out += event("response.output_item.added", output_index=0, item=message("", "in_progress"))
+    part = {"type": "output_text", "text": "", "annotations": []}
+    out += event("response.content_part.added", **at, part=part)
+    for piece in pieces:
+        out += event("response.output_text.delta", **at, delta=piece, logprobs=[])
+    out += event("response.output_text.done", **at, text=text, logprobs=[])
+    out += event("response.content_part.done", **at, part={**part, "text": text})
+    out += event("response.output_item.done", output_index=0, item=message(text))
+    output = [message(text)]
+    if call:
+        fc = {
+            "id": "fc_1",
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "get_weather",
+            "arguments": "",
+            "status": "in_progress",
+        }
+        out += event("response.output_item.added", output_index=1, item=fc)
+        out += event(
+            "response.function_call_arguments.delta", item_id="fc_1", output_index=1, delta="{}"
+        )
+        done = {**fc, "arguments": "{}", "status": "completed"}
+        out += event("response.output_item.done", output_index=1, item=done)
+        output.append(done)
+    usage = {
+        "input_tokens": 5,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": 9,
+        "output_tokens_details": {"reasoning_tokens": 4},
+        "total_tokens": 14,
+    }
+    final = {**BASE, "status": "completed", "output": output, "usage": usage}
+    return out + event("response.completed", response=final)
+
+
+TAGGED = upstream_stream(["<think>I sh", "ould greet.</think>He", "llo!"], call=True)
+
+
+def run(reader: NativeResponses, data: bytes, pieces: list[int] | None = None) -> bytes:
+    if pieces is None:
+        return reader.feed(data) + reader.finish()
+    out, pos = b"", 0
+    for size in pieces:
+        out += reader.feed(data[pos : pos + size])
+        pos += size
+    return out + reader.feed(data[pos:]) + reader.finish()
+
+
+def events(raw: bytes) -> list[dict[str, Any]]:
+    out = []
+    for block in raw.split(b"\n\n"):
+        if not block:
+            continue
+        name, data = block.split(b"\n", 1)
+        parsed = EVENTS.validate_json(data.removeprefix(b"data: "))
+        assert name == b"event: " + parsed.type.encode()
+        out.append(orjson.loads(data.removeprefix(b"data: ")))
+    assert [e["sequence_number"] for e in out] == list(range(len(out)))
+    return out
+
+
+def test_tagged_reasoning_becomes_a_reasoning_item_before_the_message() -> None:
+    reader = NativeResponses(DEFAULT_TAG_SET)
+    evs = events(run(reader, TAGGED))
+    kinds = [e["type"].removeprefix("response.") for e in evs]
+    assert kinds == [
+        "created",
+        "output_item.added",  # the split-off reasoning, at 0
+        "reasoning_summary_part.added",
+        "reasoning_summary_text.delta",
+        "reasoning_summary_text.delta",
+        "reasoning_summary_text.done",
+        "reasoning_summary_part.done",
+        "output_item.done",
+        "output_item.added",  # the message, now at 1
+        "content_part.added",
+        "output_text.delta",
+        "output_text.delta",
+        "output_text.done",
+        "content_part.done",
+        "output_item.done",
+        "output_item.added",  # the call, at 2
+        "function_call_arguments.delta",
+        "output_item.done",
+        "completed",
+    ]
+    assert [e["output_index"] for e in evs if "output_index" in e] == [0] * 7 + [1] * 7 + [2] * 3
+    assert "".join(e["delta"] for e in evs if e["type"].endswith("output_text.delta")) == "Hello!"
+    final = Response.model_validate(evs[-1]["response"])
+    assert [i.type for i in final.output] == ["reasoning", "message", "function_call"]
+    assert final.output_text == "Hello!"
+    assert final.output[0].summary[0].text == "I should greet."  # type: ignore[union-attr]
+    assert reader.state == DONE
+    turn = reader.turn()
+    assert turn.parts == (
+        ThinkingBlock("I should greet.", "think_tag"),
+        TextPart("Hello!"),
+        ToolCall("call_1", "get_weather", "{}"),
+    )
+    assert turn.finish_reason == "tool_calls"
+    assert turn.usage is not None
+    assert turn.usage["completion_tokens_details"] == {"reasoning_tokens": 4}
+
+
+def test_an_untagged_stream_passes_with_fresh_sequence_numbers() -> None:
+    data = upstream_stream(["Hel", "lo"])
+    evs = events(run(NativeResponses(DEFAULT_TAG_SET), data))
+    upstream = [orjson.loads(b.split(b"data: ", 1)[1]) for b in data.split(b"\n\n") if b]
+    assert [e["type"] for e in evs] == [e["type"] for e in upstream]
+    assert evs[-1]["response"]["output"] == [message("Hello")]
+
+
+def test_hidden_reasoning_sends_no_text() -> None:
+    reader = NativeResponses(DEFAULT_TAG_SET, hidden=True)
+    raw = run(reader, TAGGED)
+    assert b"greet" not in raw
+    evs = events(raw)
+    assert evs[-1]["response"]["output"][0]["summary"] == []
+    assert reader.turn().parts[0] == ThinkingBlock("I should greet.", "think_tag")
+
+
+def test_a_stream_that_ends_early_fails() -> None:
+    cut = TAGGED[: TAGGED.index(b"event: response.output_text.done")]
+    reader = NativeResponses(DEFAULT_TAG_SET)
+    evs = events(run(reader, cut))
+    assert evs[-1]["type"] == "response.failed"
+    assert Response.model_validate(evs[-1]["response"]).status == "failed"
+    assert reader.state == FAILED
+    assert reader.turn().complete is False
+
+
+@given(st.lists(st.integers(min_value=0, max_value=60), max_size=80))
+def test_any_split_gives_the_same_events(pieces: list[int]) -> None:
+    assert run(NativeResponses(DEFAULT_TAG_SET), TAGGED, pieces) == run(
+        NativeResponses(DEFAULT_TAG_SET), TAGGED
+    )
+
+
+def test_byte_by_byte_and_trailing_data() -> None:
+    whole = run(NativeResponses(DEFAULT_TAG_SET), TAGGED)
+    assert run(NativeResponses(DEFAULT_TAG_SET), TAGGED, [1] * len(TAGGED)) == whole
+    late = event("response.output_text.delta", item_id="msg_1", output_index=0, delta="x")
+    assert run(NativeResponses(DEFAULT_TAG_SET), TAGGED + late) == whole
+
+
+def test_a_whole_response_is_split_too() -> None:
+    reader = NativeResponses(DEFAULT_TAG_SET)
+    upstream = {**BASE, "status": "completed", "output": [message("<think>Plan.</think>Done.")]}
+    response = Response.model_validate(reader.whole(upstream))
+    assert [i.type for i in response.output] == ["reasoning", "message"]
+    assert response.output_text == "Done."
+    assert reader.turn().parts == (ThinkingBlock("Plan.", "think_tag"), TextPart("Done."))
+
+
+def test_the_upstreams_own_reasoning_is_kept_for_the_store() -> None:
+    reader = NativeResponses(DEFAULT_TAG_SET, hidden=True)
+    own = {
+        "id": "rs_up",
+        "type": "reasoning",
+        "summary": [{"type": "summary_text", "text": "Native thought."}],
+        "encrypted_content": "gAAAA-upstream",
+    }
+    shown = reader.whole({**BASE, "status": "completed", "output": [own, message("Hi")]})
+    assert shown["output"][0]["summary"] == []
+    assert shown["output"][0]["encrypted_content"] == "gAAAA-upstream"
+    block = reader.turn().parts[0]
+    assert isinstance(block, ThinkingBlock)
+    assert (block.thought, block.source_field) == ("Native thought.", "reasoning")
+    assert block.encrypted is not None
+    assert block.encrypted[0]["data"] == "gAAAA-upstream"
+
+
+def test_the_request_gets_the_settings_and_loses_the_proxys_own_items() -> None:
+    body = {
+        "model": "m",
+        "input": [
+            {"role": "user", "content": "x"},
+            {"type": "reasoning", "summary": [], "encrypted_content": "rp1.ours"},
+            {"type": "reasoning", "summary": [], "encrypted_content": "gAAAA-theirs"},
+        ],
+        "reasoning": {"effort": "low"},
+    }
+    settings = ReasoningSettings(effort="high", max_tokens=100)
+    out, ignored = native_request(body, settings, {})
+    assert out["reasoning"] == {"effort": "low"}  # the body's own stays
+    assert [i.get("encrypted_content") for i in out["input"]] == [None, "gAAAA-theirs"]
+    assert ignored == ["max_tokens"]
+    out, _ = native_request(body, settings, {"effort": "high"})
+    assert out["reasoning"] == {"effort": "high"}  # a header wins
+    assert body["reasoning"] == {"effort": "low"}  # the client's body is not changed
