@@ -103,7 +103,13 @@ class TurnWatcher:
             tap.append(("content", content))
         self.deltas(tap)
 
-    def end(self, complete: bool, finish_reason: str | None, persisted: bool) -> None:
+    def end(
+        self, complete: bool, finish_reason: str | None, persisted: bool, truncated: bool = False
+    ) -> None:
         self._publish(
-            "turn_end", complete=complete, finishReason=finish_reason, persisted=persisted
+            "turn_end",
+            complete=complete,
+            finishReason=finish_reason,
+            persisted=persisted,
+            reasoningTruncated=truncated,
         )

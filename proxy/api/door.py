@@ -264,7 +264,9 @@ class Door:
         stored = await self.rt.history.remember(ex.key, turn, ex.route, extra=extra)
         ex.turn = stored
         if ex.watcher is not None:
-            ex.watcher.end(stored.complete, stored.finish_reason, stored.persisted)
+            ex.watcher.end(
+                stored.complete, stored.finish_reason, stored.persisted, stored.reasoning_truncated
+            )
 
     def _watch(self, ex: Exchange) -> TurnWatcher:
         """Announce the turn on the live feed (only while someone watches)."""

@@ -286,6 +286,7 @@
       turn.created ? timeEl(turn.created) : null,
       turn.complete === false ? el('span', { class: 'badge warn' }, 'incomplete') : null,
       turn.persisted === false ? el('span', { class: 'badge warn' }, 'not stored') : null,
+      turn.reasoningTruncated ? truncatedBadge() : null,
     );
     const body = el('div', { class: 'turn-body' });
     const visible = (turn.blocks || []).filter((b) => !b.isHidden && b.thought);
@@ -463,6 +464,18 @@
     }
   }
 
+  function truncatedBadge() {
+    return el(
+      'span',
+      {
+        class: 'badge warn',
+        'data-badge': 'truncated',
+        title: 'The reasoning was longer than limits.max_reasoning_bytes: it is stored up to that bound.',
+      },
+      'reasoning truncated',
+    );
+  }
+
   function endLiveTurn(turn, event) {
     finishReasoning(turn);
     turn.current = null;
@@ -473,6 +486,7 @@
     turn.badge.remove();
     if (event.finishReason) turn.head.append(el('span', { class: 'finish' }, `finish: ${event.finishReason}`));
     if (event.complete === false) turn.head.append(el('span', { class: 'badge warn' }, 'incomplete'));
+    if (event.reasoningTruncated) turn.head.append(truncatedBadge());
     if (!turn.persisted) {
       forgetOldUnstored();
       turn.head.append(el('span', { class: 'badge warn' }, 'not stored'));
