@@ -62,6 +62,8 @@ DRAIN_PATHS = frozenset(("/healthz", "/readyz", "/metrics"))
 API_ENDPOINTS = (
     ("/v1/conversations", "conversations"),
     ("/v1/reasoning/profiles", "profiles"),
+    ("/v1/responses", "responses"),
+    ("/v1/messages", "messages"),
     ("/v1/responses/", "responses"),
     ("/ui", "ui"),
     ("/healthz", "healthz"),
@@ -114,7 +116,12 @@ class ProxyApp:
             endpoint = self.chat
         elif path in (MESSAGES_PATH, COUNT_TOKENS_PATH):
             if scope["method"] != "POST":
-                await send_anthropic_error(send, MethodNotAllowed("Use POST for messages."))
+                trace = Trace(send, rt.metrics, api_endpoint(path), scope)
+                try:
+                    error = MethodNotAllowed("Use POST for messages.")
+                    await send_anthropic_error(trace.send, error)
+                finally:
+                    trace.finish()
                 return
             endpoint = self.messages if path == MESSAGES_PATH else self.count_tokens
         elif path == RESPONSES_PATH:

@@ -255,7 +255,7 @@ class CountTokensEndpoint:
         self.planner = planner
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        trace = Trace(send, self.rt.metrics, "messages.count_tokens")
+        trace = Trace(send, self.rt.metrics, "messages.count_tokens", scope)
         try:
             await self._handle(scope, receive, trace)
         finally:

@@ -50,9 +50,7 @@ class Trace:
         "upstream_error",
     )
 
-    def __init__(
-        self, send: Send, metrics: Metrics, endpoint: str, scope: Scope | None = None
-    ) -> None:
+    def __init__(self, send: Send, metrics: Metrics, endpoint: str, scope: Scope) -> None:
         self.inner = send  # the server's send, for after the first body byte
         self._metrics = metrics
         self._start = time.perf_counter()
@@ -61,8 +59,8 @@ class Trace:
         self._up_first: float | None = None
         self.endpoint = endpoint
         self.scope = scope
-        self.method = scope.get("method", "-") if scope is not None else "-"
-        self.path = scope.get("path", "-") if scope is not None else "-"
+        self.method = scope.get("method", "-")
+        self.path = scope.get("path", "-")
         self.status = 0
         self.route = "-"
         self.tenant: str | None = None
@@ -111,7 +109,7 @@ class Trace:
         if not log.isEnabledFor(logging.INFO):
             return
         tenant = self.tenant
-        if tenant is None and self.scope is not None:
+        if tenant is None:
             # the API routers leave the caller's tenant in the request state
             tenant = (self.scope.get("state") or {}).get("tenant")
         line: dict[str, Any] = {

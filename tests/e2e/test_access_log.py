@@ -68,6 +68,8 @@ def test_every_request_gets_exactly_one_access_line(
             "chat.completions",
         ),
         ("GET", "/v1/chat/completions", {}, 405, "chat.completions"),
+        ("GET", "/v1/messages", {}, 405, "messages"),
+        ("GET", "/v1/responses", {}, 405, "responses"),
         ("GET", "/v1/models", {}, 200, "passthrough"),
         ("GET", "/v1/conversations?limit=5", {}, 200, "conversations"),
         ("GET", "/v1/conversations/log-1", {}, 200, "conversations"),
