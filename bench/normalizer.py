@@ -18,7 +18,8 @@ from collections.abc import Callable
 
 import orjson
 
-from proxy.reasoning.normalizer import StreamNormalizer
+from proxy.reasoning.normalizer import NormalizeOptions, StreamNormalizer
+from proxy.reasoning.output import OUTPUTS
 
 READ_SIZE = 16 * 1024
 
@@ -60,11 +61,13 @@ def plain_stream(texts: list[str]) -> bytes:
     )
 
 
-def measure(body: bytes, events: int, rounds: int) -> tuple[float, float]:
+def measure(
+    body: bytes, events: int, rounds: int, options: NormalizeOptions | None = None
+) -> tuple[float, float]:
     reads = [body[i : i + READ_SIZE] for i in range(0, len(body), READ_SIZE)]
     best = float("inf")
     for _ in range(rounds):
-        normalizer = StreamNormalizer()
+        normalizer = StreamNormalizer(options)
         start = time.perf_counter()
         for read in reads:
             normalizer.feed(read)
@@ -78,6 +81,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=50_000, help="events per small stream")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--output", choices=OUTPUTS, default="reasoning_content", help="the client's shape"
+    )
     args = parser.parse_args()
     rng = random.Random(7)
     shapes: dict[str, Callable[[list[str]], bytes]] = {
@@ -94,7 +100,7 @@ def main() -> None:
         texts = _texts(rng, n, low, high)
         for shape_name, render in shapes.items():
             body = render(texts)
-            rate, mbps = measure(body, n + 2, args.rounds)
+            rate, mbps = measure(body, n + 2, args.rounds, NormalizeOptions(output=args.output))
             print(f"{shape_name:28} {size_name:16} {rate:12,.0f} {mbps:8.1f}")
 
 
