@@ -439,3 +439,26 @@ def test_the_turns_token_estimate_fills_unreported_reasoning_tokens() -> None:
     response = Response.model_validate_json(enc.whole(200, completion({"content": "A"})))
     assert response.usage is not None
     assert response.usage.output_tokens_details.reasoning_tokens == 2
+
+
+def test_the_envelope_takes_the_upstreams_artefacts_as_the_normalizer_merged_them() -> None:
+    block = {"type": "thinking", "thinking": "Plan it.", "signature": "sig-A=="}
+    turn = Turn(
+        parts=(
+            ThinkingBlock("Plan it.", "thinking_blocks", signature="sig-A==", encrypted=(block,)),
+            TextPart("Done."),
+        )
+    )
+    enc = encoder(include=["reasoning.encrypted_content"])
+    enc.turn = lambda: turn
+    data = (
+        chunk({"reasoning_content": "Plan", "thinking_blocks": [{"type": "thinking"}]})
+        + chunk({"reasoning_content": " it."})
+        + chunk({"content": "Done."}, "stop")
+        + DONE
+    )
+    evs = events(run(enc, data))
+    reasoning = evs[-1]["response"]["output"][0]
+    assert reasoning["summary"][0]["text"] == "Plan it."
+    expected = Sealed("Plan it.", {"thinking_blocks": [block]})
+    assert reasoning["encrypted_content"] == fake_seal(expected)

@@ -138,7 +138,8 @@ class ResponsesEndpoint(Door):
             translation.names,
             seal,
             include_encrypted=options.include_encrypted,
-            hidden=not ex.settings.include_in_response,
+            # no reasoning in the chat stream: the encoder reads it from the turn
+            hidden=not ex.settings.include_in_response or ex.settings.output == "none",
             keep=_Keep(tenant, options, translation.input_items),
         )
         return ex, encoder
@@ -213,7 +214,7 @@ class ResponsesEndpoint(Door):
                 STORE_TIMEOUT,
             )
         except (TimeoutError, StoreFailure) as exc:
-            self.rt.health.failed("response write", exc)
+            self.rt.health.failed("responses", exc)
 
     async def _history(self, tenant: str, previous: str | None) -> list[Any]:
         """The input and output items of the stored responses a
@@ -276,7 +277,7 @@ async def load_response(rt: Runtime, tenant: str, response_id: str) -> dict[str,
     """A stored response's record, or None."""
     if not _RESPONSE_ID.fullmatch(response_id):
         return None
-    with rt.health.errors("response read"):
+    with rt.health.errors("responses"):
         raw = await rt.store.get_response(tenant, response_id)
     if raw is None:
         return None
@@ -315,7 +316,7 @@ def responses_router(rt: Runtime) -> APIRouter:
         assert tenant is not None
         deleted = False
         if _RESPONSE_ID.fullmatch(response_id):
-            with rt.health.errors("response delete"):
+            with rt.health.errors("responses"):
                 deleted = await rt.store.delete_response(tenant, response_id)
         if not deleted:
             raise NotFound(MISSING, param="response_id", code="response_not_found")

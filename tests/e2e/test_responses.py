@@ -577,3 +577,36 @@ def test_the_client_leaving_cancels_the_upstream_request(
     left = time.monotonic()
     assert upstream.disconnected.wait(5)
     assert time.monotonic() - left < 1.5
+
+
+def test_thinking_blocks_go_back_with_their_signatures_unchanged(upstream: FakeUpstream) -> None:
+    block = {"type": "thinking", "thinking": "I need the weather.", "signature": "c2lnLUE="}
+    call = {
+        "index": 0,
+        "id": "toolu_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
+    first = Stream(
+        [
+            chunk({"reasoning_content": block["thinking"], "thinking_blocks": [block]}),
+            chunk({"tool_calls": [call]}),
+            chunk({}, "tool_calls"),
+        ]
+    )
+    upstream.script(first, completion("18 C."))
+    reasoning = {"include_in_context": True, "format": "native"}
+    config = route_config(upstream, dialect="litellm", reasoning=reasoning)
+    with (
+        running_proxy(config) as proxy,
+        client(proxy).responses.stream(
+            model="m", input="Weather?", tools=[WEATHER_TOOL], store=False, include=ENCRYPTED
+        ) as stream,
+    ):
+        output = stream.get_final_response().output
+        items: list[Any] = [{"role": "user", "content": "Weather?"}]
+        items += [i.model_dump(exclude_none=True) for i in output]
+        items.append({"type": "function_call_output", "call_id": "toolu_1", "output": "18 C"})
+        client(proxy).responses.create(model="m", input=items, tools=[WEATHER_TOOL], store=False)
+    assistant = upstream.chat_requests()[1].json["messages"][1]
+    assert assistant["thinking_blocks"] == [block]

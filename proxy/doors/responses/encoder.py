@@ -198,9 +198,10 @@ class ResponsesEncoder:
             value = message.get(key)
             if isinstance(value, list) and value:
                 artefacts[key] = value
-        if text or artefacts:
-            sealed = self.seal(Sealed(text.strip(), artefacts))
-            self._output.append(reasoning_item(self._id("rs"), text, sealed))
+        envelope = self._from_turn()
+        if text or artefacts or envelope is not None:
+            envelope = envelope or Sealed(text.strip(), artefacts)
+            self._output.append(reasoning_item(self._id("rs"), text, self.seal(envelope)))
 
     # -- events in -----------------------------------------------------------------------
 
@@ -313,31 +314,50 @@ class ResponsesEncoder:
             part = {"type": "summary_text", "text": text}
             self._emit(out, "response.reasoning_summary_text.done", **self._at(item), text=text)
             self._emit(out, "response.reasoning_summary_part.done", **self._at(item), part=part)
-        artefacts: Json = {}
-        if item.details.items:
-            artefacts["reasoning_details"] = item.details.items
-        if item.thinking_blocks:
-            artefacts["thinking_blocks"] = item.thinking_blocks
-        sealed = self.seal(Sealed(text.strip(), artefacts))
-        self._done(out, item.index, reasoning_item(item.id, text, sealed))
+        envelope = self._from_turn()
+        if envelope is None:  # no turn to read (or nothing new in it): what streamed
+            artefacts: Json = {}
+            if item.details.items:
+                artefacts["reasoning_details"] = item.details.items
+            if item.thinking_blocks:
+                artefacts["thinking_blocks"] = item.thinking_blocks
+            envelope = Sealed(text.strip(), artefacts)
+        self._done(out, item.index, reasoning_item(item.id, text, self.seal(envelope)))
 
-    def _hidden_reasoning(self, out: list[bytes]) -> None:
-        """The reasoning the settings keep from the client, from the turn so
-        far: one item with an empty summary, when the client keeps envelopes."""
+    def _from_turn(self) -> Sealed | None:
+        """What the envelope of the reasoning since the last one holds, from
+        the turn so far: the text of its new blocks (a differing tagged copy
+        left out), and the upstream's own artefacts as the normalizer merged
+        them (`reasoning_details` items, `thinking_blocks` with signatures).
+        None when there is no turn, or nothing new in it."""
         turn = self.turn()
         if turn is None:
-            return
+            return None
         blocks = turn.thinking
         details = turn.reasoning_details or ()
         new, self._blocks_seen = blocks[self._blocks_seen :], len(blocks)
         new_details, self._details_seen = details[self._details_seen :], len(details)
-        if not self.include_encrypted or not (new or new_details):
+        if not (new or new_details):
+            return None
+        artefacts: Json = {}
+        if new_details:
+            artefacts["reasoning_details"] = list(new_details)
+        thinking_blocks = [
+            dict(i) for b in new if b.source_field == "thinking_blocks" for i in b.encrypted or ()
+        ]
+        if thinking_blocks:
+            artefacts["thinking_blocks"] = thinking_blocks
+        text = join_reasoning(blocks_for_context(Turn(parts=tuple(new))))
+        return Sealed(text, artefacts)
+
+    def _hidden_reasoning(self, out: list[bytes]) -> None:
+        """The reasoning the settings keep from the client, from the turn so
+        far: one item with an empty summary, when the client keeps envelopes."""
+        envelope = self._from_turn()
+        if envelope is None or not self.include_encrypted:
             return
-        kept = blocks_for_context(Turn(parts=tuple(new)))
-        artefacts: Json = {"reasoning_details": list(new_details)} if new_details else {}
-        sealed = self.seal(Sealed(join_reasoning(kept), artefacts))
         index = self._add()
-        item = reasoning_item(self._id("rs", index), "", sealed)
+        item = reasoning_item(self._id("rs", index), "", self.seal(envelope))
         self._added(out, index, reasoning_item(item["id"], "", None))
         self._done(out, index, item)
 
