@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -226,3 +227,27 @@ def test_the_agents_sdk_runs_a_tool_loop(demo: Demo, chained: bool) -> None:
         "ReasoningItem",
         "MessageOutputItem",
     ]
+
+
+SECTION = (REPO / "README.md").read_text(encoding="utf-8").split("## Responses API / Codex")[1]
+SECTION = SECTION.split("\n## ")[0]
+
+
+def test_the_readmes_sdk_snippet_runs_against_the_demo(demo: Demo) -> None:
+    code = SECTION.split("```python\n")[1].split("```")[0]
+    code = code.replace("http://127.0.0.1:8787", demo.base)
+    printed: list[str] = []
+    namespace: dict[str, Any] = {"print": lambda *a: printed.append(" ".join(map(str, a)))}
+    exec(code, namespace)
+    namespace["client"].close()
+    assert len(printed) == 2
+    assert "17 * 23" in printed[0]
+    assert printed[1] == "17 * 23 = 391."
+
+
+def test_the_readmes_codex_config_names_the_responses_wire() -> None:
+    config = tomllib.loads(SECTION.split("```toml\n")[1].split("```")[0])
+    provider = config["model_providers"][config["model_provider"]]
+    assert provider["wire_api"] == "responses"
+    assert provider["base_url"] == "http://127.0.0.1:8787/v1"
+    assert config["model"] in MODELS
