@@ -7,6 +7,7 @@ from __future__ import annotations
 from proxy.api.asgi import Receive, read_body
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
+from proxy.errors import BadRequest
 from proxy.exchange import Exchange
 
 
@@ -17,4 +18,11 @@ class ChatEndpoint(Door):
         self, headers: list[tuple[str, str]], receive: Receive
     ) -> tuple[Exchange, Encoder | None]:
         limit = self.rt.config.limits.max_body_bytes
-        return await self.planner.chat(headers, lambda: read_body(receive, limit)), None
+        ex = await self.planner.chat(headers, lambda: read_body(receive, limit))
+        if ex.route.api != "chat":  # (a Responses or Messages upstream has no chat endpoint)
+            raise BadRequest(
+                f"This route's upstream speaks the {ex.route.api} API, not chat completions.",
+                param="model",
+                code="unsupported_upstream_api",
+            )
+        return ex, None

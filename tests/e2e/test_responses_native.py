@@ -88,3 +88,13 @@ def test_an_upstream_error_keeps_its_status_and_body(
     r = httpx.post(f"{proxy.url}/responses", json={"model": "x", "input": "y"}, headers=KEY)
     assert r.status_code == 404
     assert r.json() == error
+
+
+def test_chat_completions_to_a_responses_upstream_is_refused(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    r = httpx.post(f"{proxy.url}/chat/completions", json=body, headers=KEY)
+    assert r.status_code == 400
+    assert r.json()["error"]["code"] == "unsupported_upstream_api"
+    assert upstream.requests == []
