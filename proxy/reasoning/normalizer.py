@@ -8,11 +8,13 @@ the stream (idle timeout, client gone). `turn()` gives the accumulated Turn of
 the first choice at any time.
 
 Per choice, reasoning is separated from the answer: native fields are
-authoritative from their first delta on; otherwise tag bodies in `content`
-become reasoning. The client gets the answer in `content` and the reasoning
-in `reasoning_content` (`reasoning`/`thinking` folded into it), or no
+authoritative from their first delta on; otherwise delimited bodies in
+`content` become reasoning. The client gets the answer in `content` and the
+reasoning in the shape `output` names (by default `reasoning_content`, with
+`reasoning`/`thinking` folded into it; see output.py for the others), or no
 reasoning at all when `include_in_response` is false. An event nothing was
-changed in is forwarded as the upstream's own bytes (no re-encoding).
+changed in is forwarded as the upstream's own bytes (no re-encoding). The
+quick path and the learned chunk shapes serve the default shape only.
 
 Until the first data event, `seen_data` is False and comments alone do not
 change that; when that first event is an error object (`{"error": ...}`, or

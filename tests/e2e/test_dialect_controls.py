@@ -178,6 +178,15 @@ ROWS = [
         {"thinking": {"type": "enabled", "budget_tokens": 500}},
     ),
     Row("fireworks", "accounts/fireworks/models/qwen3", OFF, {}, "enabled"),
+    # litellm
+    Row("litellm", "anthropic/claude-sonnet-4", effort("minimal"), {"reasoning_effort": "low"}),
+    Row(
+        "litellm",
+        "anthropic/claude-sonnet-4",
+        budget(2048),
+        {"thinking": {"type": "enabled", "budget_tokens": 2048}},
+    ),
+    Row("litellm", "anthropic/claude-sonnet-4", OFF, {}, "enabled"),
 ]
 
 
