@@ -61,11 +61,13 @@ Seal = Callable[[Sealed], str]
 
 
 class _Reasoning:
-    __slots__ = ("details", "id", "index", "started", "texts", "thinking_blocks")
+    __slots__ = ("details", "head", "id", "index", "started", "texts", "thinking_blocks")
 
     def __init__(self, item_id: str, index: int) -> None:
         self.id = item_id
         self.index = index
+        at = {"item_id": item_id, "output_index": index, "summary_index": 0}
+        self.head = _head("response.reasoning_summary_text.delta", at)
         self.texts: list[str] = []
         self.started = False  # its summary part was announced
         self.details = DetailsMerger()
@@ -73,20 +75,24 @@ class _Reasoning:
 
 
 class _Message:
-    __slots__ = ("id", "index", "texts")
+    __slots__ = ("head", "id", "index", "texts")
 
     def __init__(self, item_id: str, index: int) -> None:
         self.id = item_id
         self.index = index
+        at = {"item_id": item_id, "output_index": index, "content_index": 0}
+        self.head = _head("response.output_text.delta", at, b',"logprobs":[]')
         self.texts: list[str] = []
 
 
 class _Call:
-    __slots__ = ("call_id", "id", "index", "name", "parts", "tool")
+    __slots__ = ("call_id", "head", "id", "index", "name", "parts", "tool")
 
     def __init__(self, item_id: str, index: int, call_id: str, tool: ClientTool) -> None:
         self.id = item_id
         self.index = index
+        at = {"item_id": item_id, "output_index": index}
+        self.head = _head("response.function_call_arguments.delta", at)
         self.call_id = call_id
         self.tool = tool
         self.parts: list[str] = []
@@ -210,39 +216,42 @@ class ResponsesEncoder:
             out.append(encode_comment(ev.text))  # keep-alives stay keep-alives
             return
         assert type(ev) is SSEEvent
-        if self.state == ENDED:
-            return
-        self._start(out)
+        if self.state != OPEN:
+            if self.state == ENDED:
+                return
+            self._start(out)
+        data = ev.data
         if ev.event == "error":
-            self._error(ev.data, out)
+            self._error(data, out)
             return
-        if ev.data.strip() == b"[DONE]":
-            self._end(out)
-            return
+        if data[:1] != b"{":
+            if data.strip() == b"[DONE]":
+                self._end(out)
+            return  # the normalizer lets no other such event through
         try:
-            chunk = orjson.loads(ev.data)
+            chunk = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return  # the normalizer lets no such event through
-        if not isinstance(chunk, dict):
             return
-        if chunk.get("error") is not None and not chunk.get("choices"):
-            self._error(ev.data, out)
+        if type(chunk) is not dict:
+            return
+        if "error" in chunk and chunk["error"] is not None and not chunk.get("choices"):
+            self._error(data, out)
             return
         self._chunk(chunk, out)
 
     def _chunk(self, chunk: Json, out: list[bytes]) -> None:
         if self._model is None and isinstance(chunk.get("model"), str):
             self._model = chunk["model"]
-        if isinstance(chunk.get("usage"), dict):
+        if "usage" in chunk and type(chunk["usage"]) is dict:
             self._usage = chunk["usage"]
         choices = chunk.get("choices")
-        if not isinstance(choices, list):
+        if type(choices) is not list:
             return
         for choice in choices:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            if type(choice) is not dict or choice.get("index", 0) != 0:
                 continue  # the first choice is the response (n > 1 is not a Responses notion)
             delta = choice.get("delta")
-            if isinstance(delta, dict):
+            if type(delta) is dict:
                 self._delta(delta, out)
             if choice.get("finish_reason") is not None:
                 self._finish = choice["finish_reason"]
@@ -250,26 +259,26 @@ class ResponsesEncoder:
     def _delta(self, delta: Json, out: list[bytes]) -> None:
         if not self.hidden:
             reasoning = delta.get("reasoning_content")
-            if not isinstance(reasoning, str):
+            if type(reasoning) is not str:
                 reasoning = delta.get("reasoning")
-            if isinstance(reasoning, str) and reasoning:
+            if reasoning and type(reasoning) is str:
                 self._reasoning_text(reasoning, out)
             details = delta.get("reasoning_details")
-            if isinstance(details, list) and details:
+            if details and type(details) is list:
                 item = self._open_reasoning(out)
                 for detail in details:
                     if isinstance(detail, dict):
                         item.details.add(detail)
             blocks = delta.get("thinking_blocks")
-            if isinstance(blocks, list) and blocks:
+            if blocks and type(blocks) is list:
                 self._open_reasoning(out).thinking_blocks.extend(
                     b for b in blocks if isinstance(b, dict)
                 )
         content = delta.get("content")
-        if isinstance(content, str) and content:
+        if content and type(content) is str:
             self._text(content, out)
         calls = delta.get("tool_calls")
-        if isinstance(calls, list):
+        if calls and type(calls) is list:
             for n, call in enumerate(calls):
                 if isinstance(call, dict):
                     self._tool_call(call, n, out)
@@ -294,7 +303,7 @@ class ResponsesEncoder:
             part = {"type": "summary_text", "text": ""}
             self._emit(out, "response.reasoning_summary_part.added", **self._at(item), part=part)
         item.texts.append(text)
-        self._emit(out, "response.reasoning_summary_text.delta", **self._at(item), delta=text)
+        self._delta_event(out, item.head, text)
 
     def _open_reasoning(self, out: list[bytes]) -> _Reasoning:
         if self._reasoning is not None:
@@ -374,8 +383,7 @@ class ResponsesEncoder:
             at = {**self._at(item), "content_index": 0}
             self._emit(out, "response.content_part.added", **at, part=output_text(""))
         item.texts.append(text)
-        at = {**self._at(item), "content_index": 0}
-        self._emit(out, "response.output_text.delta", **at, delta=text, logprobs=[])
+        self._delta_event(out, item.head, text)
 
     def _close_message(self, out: list[bytes]) -> None:
         item, self._message = self._message, None
@@ -408,8 +416,7 @@ class ResponsesEncoder:
         if isinstance(arguments, str) and arguments:
             call.parts.append(arguments)
             if not call.tool.custom:  # a custom tool's input is known once its JSON is whole
-                event = "response.function_call_arguments.delta"
-                self._emit(out, event, **self._at(call), delta=arguments)
+                self._delta_event(out, call.head, arguments)
 
     def _close_calls(self, out: list[bytes]) -> None:
         calls, self._calls = self._calls, {}
@@ -525,6 +532,13 @@ class ResponsesEncoder:
         self._output[index] = item
         self._emit(out, "response.output_item.done", output_index=index, item=self._plain(item))
 
+    def _delta_event(self, out: list[bytes], head: tuple[bytes, bytes, bytes], text: str) -> None:
+        """A delta event of an open item: its bytes around the text were made
+        when the item opened (the same bytes `_emit` would write)."""
+        seq = self._seq
+        self._seq = seq + 1
+        out += (head[0], str(seq).encode(), head[1], orjson.dumps(text), head[2])
+
     def _emit(self, out: list[bytes], kind: str, **fields: Any) -> None:
         data = orjson.dumps({"type": kind, "sequence_number": self._seq, **fields})
         self._seq += 1
@@ -535,3 +549,11 @@ def _call_id(call: Json) -> str | None:
     """The upstream's tool-call id: the key its stored turn is found by."""
     value = call.get("id")
     return value if isinstance(value, str) and value else None
+
+
+def _head(kind: str, at: Json, tail: bytes = b"") -> tuple[bytes, bytes, bytes]:
+    """The bytes of an item's delta event around its sequence number and its
+    text, in `_emit`'s key order: type, sequence_number, `at`, delta, tail."""
+    name = kind.encode()
+    before = b"event: " + name + b'\ndata: {"type":"' + name + b'","sequence_number":'
+    return before, b"," + orjson.dumps(at)[1:-1] + b',"delta":', tail + b"}\n\n"
