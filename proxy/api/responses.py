@@ -150,7 +150,10 @@ class ResponsesEndpoint(Door):
         """An exchange for a Responses upstream: planned from the input as far
         as it translates (for the conversation, the settings and the context
         accounting), sent as it came, with the settings applied."""
-        try:  # the upstream's own items (its reasoning, a stored previous response) are its
+        # The upstream judges its own input (its encrypted reasoning, outputs of
+        # calls in a response it stored): what does not translate plans as one
+        # empty user message, and no envelope is counted as rejected.
+        try:
             translation = translate(body, [], lambda token: self.rt.sealer.open(tenant, token))
             payload, effort = translation.payload, translation.effort
         except BadRequest:

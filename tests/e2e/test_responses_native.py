@@ -98,3 +98,18 @@ def test_chat_completions_to_a_responses_upstream_is_refused(
     assert r.status_code == 400
     assert r.json()["error"]["code"] == "unsupported_upstream_api"
     assert upstream.requests == []
+
+
+def test_the_upstream_judges_its_own_continuations(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    # a call output whose call lives in a response the upstream stored: not a 400 here
+    upstream.script(Json({**BASE, "status": "completed", "output": [message("18 C.")]}))
+    body = {
+        "model": "m",
+        "previous_response_id": "resp_up",
+        "input": [{"type": "function_call_output", "call_id": "call_up", "output": "18"}],
+    }
+    r = httpx.post(f"{proxy.url}/responses", json=body, headers=KEY)
+    assert r.status_code == 200, r.text
+    assert upstream.requests[0].json == body
