@@ -20,6 +20,8 @@ FAILURE_KIND = {
 # proxy error code -> upstream error kind (timeouts are told by their class)
 _ERROR_KIND = {
     "upstream_unreachable": "connect",
+    "upstream_dns_failure": "connect",
+    "upstream_tls_failure": "connect",
     "upstream_redirect": "status",
     "upstream_busy": "busy",
     "upstream_disconnected": "disconnected",

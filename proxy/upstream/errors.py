@@ -6,8 +6,11 @@ between, so nothing translates them on the way), and `cause_of` knows those
 too, and the OS and TLS errors under them. A cause is one of a few words,
 used alike in the log line and in what the client is told:
 
-    refused, dns, tls, unreachable, reset    502 upstream_unreachable
-    connect_timeout, idle_timeout            504 upstream_timeout
+    refused, unreachable, reset              502 upstream_unreachable
+    dns                                      502 upstream_dns_failure
+    tls                                      502 upstream_tls_failure
+    connect_timeout                          504 upstream_connect_timeout
+    idle_timeout                             504 upstream_timeout
     bad_response                             502 upstream_bad_response
     invalid_request                          502 upstream_request_invalid
     busy                                     503 upstream_busy (Retry-After)
@@ -136,8 +139,8 @@ def os_cause(exc: BaseException) -> Cause:
 _UNREACHABLE = "The upstream could not be reached"
 _BEFORE: dict[Cause, tuple[type[UpstreamError], str, str]] = {
     "refused": (UpstreamError, "upstream_unreachable", f"{_UNREACHABLE} (connection refused)."),
-    "dns": (UpstreamError, "upstream_unreachable", f"{_UNREACHABLE} (DNS lookup failed)."),
-    "tls": (UpstreamError, "upstream_unreachable", f"{_UNREACHABLE} (TLS handshake failed)."),
+    "dns": (UpstreamError, "upstream_dns_failure", f"{_UNREACHABLE} (DNS lookup failed)."),
+    "tls": (UpstreamError, "upstream_tls_failure", f"{_UNREACHABLE} (TLS handshake failed)."),
     "unreachable": (UpstreamError, "upstream_unreachable", f"{_UNREACHABLE} (no route)."),
     "reset": (
         UpstreamError,
@@ -146,7 +149,7 @@ _BEFORE: dict[Cause, tuple[type[UpstreamError], str, str]] = {
     ),
     "connect_timeout": (
         UpstreamTimeout,
-        "upstream_timeout",
+        "upstream_connect_timeout",
         "The upstream did not accept a connection within the route's connect timeout.",
     ),
     "idle_timeout": (

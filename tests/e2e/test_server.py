@@ -608,7 +608,7 @@ def test_an_https_upstream(
             assert len(upstream.chat_requests()) == 1
         else:
             assert r.status_code == 502
-            assert r.json()["error"]["code"] == "upstream_unreachable"
+            assert r.json()["error"]["code"] == "upstream_tls_failure"
             assert upstream.chat_requests() == []
     finally:
         upstream.stop()
