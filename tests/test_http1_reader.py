@@ -4,6 +4,7 @@ of generated responses."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 
 import pytest
@@ -437,3 +438,29 @@ def test_generated_responses_split_anywhere(
     data, expected = response
     assert run([data])[0] == expected
     assert run(cut_at(data, sizes))[0] == expected
+
+
+@pytest.mark.parametrize(
+    ("data", "head_only"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", False),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n", True),
+        (b"HTTP/1.1 200 OK\r\n\r\nclose-delimited", False),
+    ],
+    ids=["complete", "head-only", "ended-by-the-close"],
+)
+def test_a_finished_reader_leaves_no_cycle_behind(data: bytes, head_only: bool) -> None:
+    """The parser calls back into its reader (a reference cycle); a reader
+    that ended or failed lets go of its parser, so it is freed at its last
+    reference, not by the cycle collector (one per response otherwise: the
+    hot path paid for it in collections)."""
+    gc.collect()
+    gc.disable()
+    try:
+        reader = ResponseReader(head_only=head_only)
+        reader.feed(data)
+        reader.end_of_input()
+        del reader
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -100,7 +100,9 @@ class ResponseReader:
     )
 
     def __init__(self, *, head_only: bool = False) -> None:
-        self._parser = httptools.HttpResponseParser(self)
+        # the parser calls back into the reader: a cycle, broken at the end
+        # (DONE, ERROR) so that a response's reader goes with its last reference
+        self._parser: httptools.HttpResponseParser | None = httptools.HttpResponseParser(self)
         self._head_only = head_only
         self.state = _HEAD
         self._events: list[Event] = []
@@ -132,8 +134,10 @@ class ResponseReader:
             raise self._error
         events = self._events = []
         error: BadResponse | None = None
+        parser = self._parser
+        assert parser is not None  # (None only when DONE or ERROR)
         try:
-            self._parser.feed_data(data)
+            parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
             cause = exc.__context__
             if isinstance(cause, _AfterEnd):
@@ -168,7 +172,7 @@ class ResponseReader:
         if self._error is not None:
             raise self._error
         if self.state is _BODY and self._until_close:
-            self.state = _DONE
+            self._done()
             self._keep_alive = False
             return [End()]
         where = "without a response" if self.state is _HEAD else "mid-response"
@@ -176,9 +180,15 @@ class ResponseReader:
 
     def _fail(self, error: HTTPClientError) -> HTTPClientError:
         self.state = _ERROR
+        self._parser = None
         self._error = error
         self._pieces.clear()
         return error
+
+    def _done(self) -> None:
+        # (from a callback, the running feed_data() holds the parser)
+        self.state = _DONE
+        self._parser = None
 
     def _end_body_piece(self) -> None:
         pieces = self._pieces
@@ -199,6 +209,7 @@ class ResponseReader:
 
     def on_headers_complete(self) -> None:
         parser = self._parser
+        assert parser is not None
         status = parser.get_status_code()
         headers = tuple(self._headers)
         self._headers = []
@@ -211,7 +222,7 @@ class ResponseReader:
             self._events.append(Informational(status, headers))
             return
         if self._head_only:
-            self.state = _DONE
+            self._done()
             self._events += (Head(status, headers, False), End())
             return
         self.state = _BODY
@@ -229,7 +240,7 @@ class ResponseReader:
         if self.state is _BODY:
             if self._pieces:
                 self._end_body_piece()
-            self.state = _DONE
+            self._done()
             self._events.append(End())
 
 
