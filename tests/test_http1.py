@@ -1148,11 +1148,9 @@ def trusting(ca: trustme.CA) -> ssl.SSLContext:
 
 async def test_tls_request_and_keep_alive(tls_ca: trustme.CA, server_tls: ssl.SSLContext) -> None:
     answers = [response(b"secure"), chunked(b"also ", b"secure")]
-    async with serving(answering(*answers), server_tls) as up, opened_pool() as pool:
-        # The pool builds its context with ssl.create_default_context() (the
-        # system's trust store); this test's CA is not in it, so the test sets
-        # the pool's context to one that trusts the CA as well.
-        pool._ssl = trusting(tls_ca)
+    # (the pool's default context is the system's trust store, without this CA)
+    tls = trusting(tls_ca)
+    async with serving(answering(*answers), server_tls) as up, opened_pool(tls=tls) as pool:
         assert up.origin.tls
         assert await get(pool, up, "/a?b=c") == (200, b"secure")
         assert await get(pool, up) == (200, b"also secure")
@@ -1163,8 +1161,10 @@ async def test_tls_request_and_keep_alive(tls_ca: trustme.CA, server_tls: ssl.SS
 async def test_tls_large_body_with_flow_control(
     tls_ca: trustme.CA, server_tls: ssl.SSLContext
 ) -> None:
-    async with serving(answering(response(BIG)), server_tls) as up, opened_pool() as pool:
-        pool._ssl = trusting(tls_ca)  # see test_tls_request_and_keep_alive
+    async with (
+        serving(answering(response(BIG)), server_tls) as up,
+        opened_pool(tls=trusting(tls_ca)) as pool,
+    ):
         resp = await fetch(pool, up)
         pieces: list[bytes] = []
         while data := await resp.read():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import select
 import zlib
+from collections.abc import Hashable
 
 from proxy.http1.decoder import Decoder, decoder_for
 from proxy.http1.errors import BadResponse, Disconnected, HTTPClientError, ResponseTimeout
@@ -48,7 +49,7 @@ class Connection(asyncio.Protocol):
         "tunnel",
     )
 
-    def __init__(self, key: object, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, key: Hashable, loop: asyncio.AbstractEventLoop) -> None:
         self.key = key  # the pool's: where the connection goes, and through which proxy
         self._loop = loop
         self.transport: asyncio.Transport | None = None
