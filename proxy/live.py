@@ -2,9 +2,10 @@
 
 In-process publish/subscribe. Each subscriber has a bounded queue and sees
 only its tenant's events (the admin sees all); a slow subscriber loses
-events rather than slowing a stream down. With several workers or replicas,
-a page sees the streams of the process serving it; stored turns are shared
-through the store.
+events rather than slowing a stream down. With several workers or replicas
+on a memory or SQLite store, a page sees the streams of the process serving
+it (stored turns are shared through the store); with a Redis store,
+`proxy/live_redis.py` carries the events between processes.
 """
 
 from __future__ import annotations
@@ -34,11 +35,22 @@ class LiveFeed:
 
     @property
     def active(self) -> bool:
+        """Someone watches: worth describing the streams."""
         return bool(self._subscribers)
 
+    async def start(self) -> None:
+        """Nothing to connect in process (a feed between processes does)."""
+
+    async def close(self) -> None:
+        """Nothing to release in process."""
+
     def publish(self, tenant: str, event: dict[str, Any]) -> None:
-        """Queue `event` for the tenant's subscribers; admin subscribers (who
-        see everyone) also get the tenant, to tell same-named conversations apart."""
+        self.deliver(tenant, event)
+
+    def deliver(self, tenant: str, event: dict[str, Any]) -> None:
+        """Queue `event` for this process's subscribers of the tenant; admin
+        subscribers (who see everyone) also get the tenant, to tell
+        same-named conversations apart."""
         for sub in self._subscribers:
             if sub.tenant is None:
                 item = {**event, "tenant": tenant}
@@ -55,10 +67,21 @@ class LiveFeed:
     def subscribe(self, tenant: str | None) -> Iterator[Subscription]:
         sub = Subscription(tenant)
         self._subscribers.add(sub)
+        self._watched(True)
         try:
             yield sub
         finally:
             self._subscribers.discard(sub)
+            self._watched(bool(self._subscribers))
+
+    def _watched(self, watched: bool) -> None:
+        """This process's subscribers came or all left (for a feed between processes)."""
+
+    def missed(self) -> None:
+        """Events may have been lost on the way: each subscriber is told (its
+        page then reloads from the store)."""
+        for sub in self._subscribers:
+            sub.dropped += 1
 
 
 class TurnWatcher:

@@ -65,6 +65,16 @@ class WarningSealer(Sealer):
         return super().seal(tenant, sealed)
 
 
+def live_feed(store: ReasoningStore) -> LiveFeed:
+    """With a Redis store, the live feed goes through Redis too, so every
+    process shows every stream; otherwise it stays in process."""
+    if getattr(store, "name", None) == "redis":
+        from proxy.live_redis import RedisLiveFeed  # (a memory-only proxy never loads redis)
+
+        return RedisLiveFeed(store.url)  # type: ignore[attr-defined]
+    return LiveFeed()
+
+
 class Runtime:
     def __init__(
         self,
@@ -107,7 +117,7 @@ class Runtime:
         self.sealer = (
             WarningSealer(self._secret) if random_secret and in_process else Sealer(self._secret)
         )
-        self.live = LiveFeed()
+        self.live = live_feed(self.store)
         self.count = lru_cache(maxsize=16384)(self.tokens.count)
         self.health = StoreHealth(self.metrics)
         self.history = History(
@@ -134,6 +144,7 @@ class Runtime:
             log.warning(RANDOM_SECRET_WARNING)
         self.metrics.store_up.set(1)
         await self.upstream.start()
+        await self.live.start()
         if any(route.upstream.startswith("https:") for route in self.config.routes):
             # the trust store loads in ~0.1 s: now, not on the first request's path
             await asyncio.get_running_loop().run_in_executor(None, self.upstream.load_tls)
@@ -145,6 +156,7 @@ class Runtime:
         await asyncio.get_running_loop().run_in_executor(None, self.tokens.load)
 
     async def close(self) -> None:
+        await self.live.close()
         await self.upstream.close()
         try:
             await asyncio.wait_for(self.store.close(), STORE_TIMEOUT)

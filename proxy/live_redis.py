@@ -1,0 +1,186 @@
+"""The live feed between processes: every worker and replica on one Redis
+sees every stream.
+
+One pub/sub channel (`<prefix>live`, `rp:live` by default) carries every
+event as `{"o": origin, "t": tenant, "e": event}`; each process delivers
+what it receives to its own subscribers with the tenant filter of
+`LiveFeed`. A process delivers its own events at once, in process, and
+skips them when they come back from Redis (`origin` is drawn per process),
+so its own streams show even while Redis is down.
+
+Three background tasks, none on a stream's path:
+- sender: `publish()` only puts the event in a bounded outbox (full: the
+  event is dropped and counted); the sender writes what is there in one
+  pipeline. When Redis fails, the batch is dropped, and the sender waits a
+  little before the next try.
+- listener: subscribed only while this process has subscribers. A dropped
+  connection is reconnected (with a growing pause, at most RETRY_MAX
+  seconds); its subscribers are told they may have missed events, and
+  reload from the store.
+- census: every CENSUS_SECONDS, how many processes listen on the channel
+  (PUBSUB NUMSUB), so that a process nobody watches describes no streams
+  (`active`). A viewer that just arrived sees the streams that start after
+  the next census, or at once on the process serving the page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from proxy.live import LiveFeed
+
+log = logging.getLogger("proxy")
+
+OUTBOX_SIZE = 4096  # events waiting to be published, at most
+BATCH = 256  # events per pipeline
+TIMEOUT = 1.0  # seconds: connect and socket timeouts
+LISTEN_POLL = 1.0  # seconds a listener waits for a message before it looks around
+CENSUS_SECONDS = 1.0
+RETRY_MIN = 0.1  # seconds before reconnecting, doubled up to RETRY_MAX
+RETRY_MAX = 5.0
+
+_FAILURES = (RedisError, OSError, TimeoutError)
+
+
+class RedisLiveFeed(LiveFeed):
+    def __init__(self, url: str, *, prefix: str = "rp:") -> None:
+        super().__init__()
+        self.url = url
+        self.channel = f"{prefix}live"
+        self.origin = uuid.uuid4().hex
+        self.lost = 0  # events not published: outbox full or Redis failing
+        self._redis: aioredis.Redis | None = None
+        self._outbox: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(OUTBOX_SIZE)
+        self._wanted = asyncio.Event()  # this process has subscribers
+        self._listening = False
+        self._remote = 0  # listeners on the channel in other processes
+        self._tasks: list[asyncio.Task[None]] = []
+        self._failing = False
+
+    @property
+    def active(self) -> bool:
+        return bool(self._subscribers) or self._remote > 0
+
+    async def start(self) -> None:
+        self._redis = aioredis.Redis.from_url(
+            self.url, socket_connect_timeout=TIMEOUT, socket_timeout=TIMEOUT
+        )
+        self._tasks = [
+            asyncio.create_task(self._send(self._redis)),
+            asyncio.create_task(self._listen(self._redis)),
+            asyncio.create_task(self._census(self._redis)),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        client, self._redis = self._redis, None
+        if client is not None:
+            with contextlib.suppress(*_FAILURES):
+                await client.aclose()
+
+    def publish(self, tenant: str, event: dict[str, Any]) -> None:
+        self.deliver(tenant, event)
+        if self._remote <= 0:
+            return  # nobody elsewhere watches
+        try:
+            self._outbox.put_nowait((tenant, event))
+        except asyncio.QueueFull:
+            self.lost += 1
+
+    def _watched(self, watched: bool) -> None:
+        if watched:
+            self._wanted.set()
+        else:
+            self._wanted.clear()
+
+    def _trouble(self, what: str, exc: BaseException) -> None:
+        """Log the first failure of an outage, not every retry."""
+        if not self._failing:
+            self._failing = True
+            log.warning("live feed: redis %s failed: %s", what, type(exc).__name__)
+
+    def _recovered(self) -> None:
+        if self._failing:
+            self._failing = False
+            log.info("live feed: redis reachable again")
+
+    # -- the tasks ---------------------------------------------------------------
+
+    async def _send(self, r: aioredis.Redis) -> None:
+        pause = RETRY_MIN
+        while True:
+            batch = [await self._outbox.get()]
+            while len(batch) < BATCH and not self._outbox.empty():
+                batch.append(self._outbox.get_nowait())
+            pipe = r.pipeline(transaction=False)
+            for tenant, event in batch:
+                pipe.publish(
+                    self.channel, orjson.dumps({"o": self.origin, "t": tenant, "e": event})
+                )
+            try:
+                await pipe.execute()
+            except _FAILURES as exc:
+                self.lost += len(batch)
+                self._trouble("publish", exc)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, RETRY_MAX)
+            else:
+                pause = RETRY_MIN
+                self._recovered()
+
+    async def _listen(self, r: aioredis.Redis) -> None:
+        pause = RETRY_MIN
+        while True:
+            await self._wanted.wait()
+            pubsub = r.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.channel)
+                self._listening = True
+                pause = RETRY_MIN
+                self._recovered()
+                while self._wanted.is_set():
+                    message = await pubsub.get_message(timeout=LISTEN_POLL)
+                    if message is not None:
+                        self._receive(message["data"])
+            except _FAILURES as exc:
+                self._trouble("subscribe", exc)
+                self.missed()  # what was sent meanwhile is lost: pages reload
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, RETRY_MAX)
+            finally:
+                self._listening = False
+                with contextlib.suppress(*_FAILURES):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    def _receive(self, data: bytes) -> None:
+        try:
+            item = orjson.loads(data)
+            origin, tenant, event = item["o"], item["t"], item["e"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return  # not ours: someone else published on the channel
+        if origin != self.origin and isinstance(tenant, str) and isinstance(event, dict):
+            self.deliver(tenant, event)
+
+    async def _census(self, r: aioredis.Redis) -> None:
+        while True:
+            try:
+                reply = await r.pubsub_numsub(self.channel)
+                count = int(reply[0][1]) if reply else 0
+                self._remote = count - (1 if self._listening else 0)
+            except _FAILURES as exc:
+                self._remote = 0  # nothing can be published anyway
+                self._trouble("census", exc)
+            await asyncio.sleep(CENSUS_SECONDS)

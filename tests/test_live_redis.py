@@ -1,0 +1,148 @@
+"""The live feed through Redis pub/sub (proxy/live_redis.py), on a real
+redis-server: two feeds stand for two processes. A viewer on one sees the
+other's streams with the tenant filter of the in-process feed; a dropped
+subscription reconnects and tells its viewers to reload; a dead Redis never
+blocks a publisher."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from proxy.live import QUEUE_SIZE, Subscription
+from proxy.live_redis import OUTBOX_SIZE, RedisLiveFeed
+from tests.stores.servers import RedisServer
+
+DEADLINE = 10.0  # seconds: correctness deadlines, not speed
+
+
+async def _until(predicate: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def _run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """asyncio.run in a thread of its own: the inspector's browser tests keep
+    an event loop running in the main thread for the session."""
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, scenario()).result()
+
+
+def _drain(sub: Subscription) -> list[dict[str, Any]]:
+    events = []
+    while not sub.queue.empty():
+        events.append(sub.queue.get_nowait())
+    return events
+
+
+@asynccontextmanager
+async def _feeds(url: str, prefix: str) -> AsyncIterator[tuple[RedisLiveFeed, RedisLiveFeed]]:
+    a, b = RedisLiveFeed(url, prefix=prefix), RedisLiveFeed(url, prefix=prefix)
+    await a.start()
+    await b.start()
+    try:
+        yield a, b
+    finally:
+        await a.close()
+        await b.close()
+
+
+def test_a_viewer_on_one_process_sees_the_other_ones_streams_filtered_by_tenant(
+    redis_server: RedisServer,
+) -> None:
+    async def scenario() -> None:
+        async with _feeds(redis_server.url, "rp-live-1:") as (a, b):
+            assert not b.active  # nobody watches anywhere: B describes nothing
+            with a.subscribe("alice") as alice, a.subscribe(None) as admin:
+                await _until(lambda: b.active, "B to learn that someone watches")
+                b.publish("alice", {"type": "delta", "text": "mine"})
+                b.publish("bob", {"type": "delta", "text": "not alice's"})
+                await _until(lambda: admin.queue.qsize() == 2, "the admin's two events")
+                await asyncio.sleep(0.2)  # time for a wrongly routed event to arrive
+                assert _drain(alice) == [{"type": "delta", "text": "mine"}]
+                assert _drain(admin) == [
+                    {"type": "delta", "text": "mine", "tenant": "alice"},
+                    {"type": "delta", "text": "not alice's", "tenant": "bob"},
+                ]
+                # A's own events reach its viewers once (in process), not again via Redis
+                a.publish("alice", {"type": "delta", "text": "local"})
+                await asyncio.sleep(0.3)
+                assert _drain(alice) == [{"type": "delta", "text": "local"}]
+            await _until(lambda: not b.active, "B to learn that nobody watches any more")
+
+    _run(scenario)
+
+
+def test_a_dropped_subscription_reconnects_and_tells_its_viewers(
+    redis_server: RedisServer,
+) -> None:
+    async def scenario() -> None:
+        async with _feeds(redis_server.url, "rp-live-2:") as (a, b):
+            with a.subscribe("alice") as alice:
+                await _until(lambda: b.active, "B to see the viewer")
+                admin = aioredis.Redis.from_url(redis_server.url)
+                try:
+                    assert await admin.client_kill_filter(_type="pubsub") >= 1
+                finally:
+                    await admin.aclose()
+                await _until(lambda: alice.dropped > 0, "the viewer to be told it missed events")
+
+                async def delivered() -> bool:
+                    b.publish("alice", {"type": "delta", "text": "after"})
+                    await asyncio.sleep(0.05)
+                    return any(e["text"] == "after" for e in _drain(alice))
+
+                deadline = time.monotonic() + DEADLINE
+                while not await delivered():
+                    assert time.monotonic() < deadline, "no event after the reconnect"
+
+    _run(scenario)
+
+
+def test_a_dead_redis_never_blocks_a_publisher_and_the_feed_comes_back(tmp_path: Path) -> None:
+    server = RedisServer(tmp_path / "redis").start()
+
+    async def scenario() -> None:
+        async with _feeds(server.url, "rp:") as (a, b):
+            with a.subscribe("alice") as alice, b.subscribe("alice") as local:
+                await _until(lambda: b.active and b._remote > 0, "B to see A's viewer")
+                server.kill()
+                started = time.monotonic()
+                for i in range(3 * OUTBOX_SIZE):
+                    b.publish("alice", {"type": "delta", "text": str(i)})
+                # publishing is a queue put: thousands return at once (a bound
+                # of seconds, far above the microseconds it takes, not a speed test)
+                assert time.monotonic() - started < 2.0
+                assert b._outbox.qsize() <= OUTBOX_SIZE
+                # B's own viewer got the events, in process, Redis or not (as
+                # many as its queue holds: a slow viewer loses the rest)
+                texts = [e["text"] for e in _drain(local)]
+                assert texts == [str(i) for i in range(QUEUE_SIZE)]
+                await _until(lambda: b.lost >= 2 * OUTBOX_SIZE, "the events that could not go")
+                await _until(lambda: alice.dropped > 0, "A's viewer to be told")
+                server.start()  # the same port
+                _drain(alice)
+
+                async def delivered() -> bool:
+                    b.publish("alice", {"type": "delta", "text": "back"})
+                    await asyncio.sleep(0.05)
+                    return any(e["text"] == "back" for e in _drain(alice))
+
+                deadline = time.monotonic() + 3 * DEADLINE
+                while not await delivered():
+                    assert time.monotonic() < deadline, "the feed did not come back"
+
+    try:
+        _run(scenario)
+    finally:
+        server.stop()
