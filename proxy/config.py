@@ -167,7 +167,7 @@ class ServerModel(_Model):
     shutdown_grace_seconds: float = Field(25.0, ge=0, le=3600)
     upstream_max_in_flight: int = Field(512, ge=1)
     upstream_queue_timeout: float = Field(5.0, ge=0)
-    upstream_max_connections_per_origin: int = Field(256, ge=1)
+    upstream_max_connections_per_origin: int = Field(512, ge=1)
     upstream_keepalive_seconds: float = Field(30.0, gt=0)
     # HTTP_PROXY, HTTPS_PROXY and NO_PROXY are read only when this is true
     trust_env: bool = False
