@@ -471,7 +471,7 @@ def test_the_server_keys_of_the_client_and_their_defaults() -> None:
         server.trust_env,
         server.upstream_keepalive_seconds,
         server.upstream_max_connections_per_origin,
-    ) == (False, 30.0, 256)
+    ) == (False, 30.0, 512)
 
 
 @pytest.mark.anyio
