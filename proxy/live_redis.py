@@ -46,6 +46,7 @@ LISTEN_POLL = 1.0  # seconds a listener waits for a message before it looks arou
 CENSUS_SECONDS = 1.0
 RETRY_MIN = 0.1  # seconds before reconnecting, doubled up to RETRY_MAX
 RETRY_MAX = 5.0
+FLUSH_SECONDS = 1.0  # at close, what the outbox holds gets this long to go out
 
 _FAILURES = (RedisError, OSError, TimeoutError)
 
@@ -64,6 +65,7 @@ class RedisLiveFeed(LiveFeed):
         self._remote = 0  # listeners on the channel in other processes
         self._tasks: list[asyncio.Task[None]] = []
         self._failing = False
+        self._sending = False  # a batch is on its way
 
     @property
     def active(self) -> bool:
@@ -80,6 +82,13 @@ class RedisLiveFeed(LiveFeed):
         ]
 
     async def close(self) -> None:
+        # the last events of the streams a shutdown let finish (their turn_end)
+        # still go out, for a moment at most
+        deadline = asyncio.get_running_loop().time() + FLUSH_SECONDS
+        while self._tasks and (self._sending or not self._outbox.empty()):
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.01)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -122,7 +131,9 @@ class RedisLiveFeed(LiveFeed):
     async def _send(self, r: aioredis.Redis) -> None:
         pause = RETRY_MIN
         while True:
+            self._sending = False
             batch = [await self._outbox.get()]
+            self._sending = True
             while len(batch) < BATCH and not self._outbox.empty():
                 batch.append(self._outbox.get_nowait())
             pipe = r.pipeline(transaction=False)

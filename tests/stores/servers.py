@@ -146,6 +146,17 @@ class ProxyProcess:
         except httpx.HTTPError:
             return False
 
+    def signal(self, sig: int) -> None:
+        assert self._process is not None, "the proxy is not running"
+        self._process.send_signal(sig)
+
+    def wait(self, timeout: float = 30) -> int:
+        """The exit status, once the process has ended."""
+        assert self._process is not None, "the proxy is not running"
+        status = self._process.wait(timeout)
+        self._process = None
+        return status
+
     def stop(self) -> None:
         process, self._process = self._process, None
         if process is None:
