@@ -31,16 +31,18 @@ def check_store(url: str) -> None:
     as configured: an unknown scheme, a malformed URL, a SQLite path whose
     directory is missing or whose file is not a database. A store that is
     only down now (Redis not up yet) passes: the proxy starts, and /readyz
-    says 503 until the store answers. Nothing is created or changed."""
+    says 503 until the store answers. A Redis that answers in cluster mode
+    is refused (unsupported). Nothing is created or changed."""
     kind = store_kind(url)
     if kind == "sqlite":
         from proxy.stores.sqlite import check_sqlite, sqlite_path
 
         check_sqlite(sqlite_path(url))
     elif kind == "redis":
-        from proxy.stores.redis import check_redis_url
+        from proxy.stores.redis import check_not_cluster, check_redis_url
 
         check_redis_url(url)
+        check_not_cluster(url)
 
 
 def open_store(options: StoreModel) -> ReasoningStore:

@@ -4,6 +4,8 @@ URL: `redis://[user:password@]host:port/db` or `rediss://...` (TLS), as
 redis-py reads it (query options such as `?socket_timeout=3` override the
 defaults below). A standalone server (or a Sentinel-managed primary) is
 expected: the scripts touch keys they compute, which Redis Cluster forbids.
+A cluster node is refused: at start-up when it answers then (`check_not_cluster`),
+else by every ping (so /readyz says 503 and the failure is logged).
 
 Keys (prefix `rp:` by default; tenants never contain `:`, conversation ids
 come last):
@@ -57,6 +59,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
+import redis
 import redis.asyncio as aioredis
 from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
@@ -248,6 +251,31 @@ def check_redis_url(url: str) -> None:
         raise ConfigError(f"invalid Redis store URL: {_option_error(exc)}") from None
 
 
+CLUSTER_REFUSED = (
+    "the Redis store URL names a Redis Cluster node: Redis Cluster is not supported "
+    "(the store's scripts touch keys in several slots); use a standalone Redis or a "
+    "Sentinel-managed primary"
+)
+
+
+def check_not_cluster(url: str) -> None:
+    """Raise ConfigError when the server answers and runs in cluster mode:
+    its writes would fail on MOVED, so the proxy refuses to start rather
+    than serve without history. A server that does not answer passes (as
+    in `check_redis_url`); the store's ping refuses a cluster found later."""
+    client = redis.Redis.from_url(
+        url, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=SOCKET_TIMEOUT
+    )
+    try:
+        enabled = client.info("cluster").get("cluster_enabled")
+    except (RedisError, OSError):
+        return
+    finally:
+        client.close()
+    if enabled:
+        raise ConfigError(CLUSTER_REFUSED)
+
+
 def _option_error(exc: Exception) -> str:
     """redis-py's complaint about a query option, without the rest of the URL."""
     text = str(exc)
@@ -338,8 +366,12 @@ class RedisStore:
                 await client.aclose()
 
     async def ping(self) -> bool:
+        """The server answers, and is no cluster node (whose writes fail on MOVED)."""
         with _failures("ping"):
-            return bool(await self._client().ping())
+            info = await self._client().info("cluster")
+        if info.get("cluster_enabled"):
+            raise StoreFailure(CLUSTER_REFUSED)
+        return True
 
     def _client(self) -> aioredis.Redis:
         if self._redis is None:
