@@ -1,8 +1,10 @@
 """The live feed between processes: every worker and replica on one Redis
 sees every stream.
 
-One pub/sub channel (`<prefix>live`, `rp:live` by default) carries every
-event as `{"o": origin, "t": tenant, "e": event}`; each process delivers
+One pub/sub channel (`<prefix>live`, `rp:live` by default) carries the
+events, a batch per message: `{"o": origin, "b": [[tenant, event], ...]}`
+(one message per batch keeps a busy fleet's listeners from parsing one
+message per delta); each process delivers
 what it receives to its own subscribers with the tenant filter of
 `LiveFeed`. A process delivers its own events at once, in process, and
 skips them when they come back from Redis (`origin` is drawn per process),
@@ -10,9 +12,9 @@ so its own streams show even while Redis is down.
 
 Three background tasks, none on a stream's path:
 - sender: `publish()` only puts the event in a bounded outbox (full: the
-  event is dropped and counted); the sender writes what is there in one
-  pipeline. When Redis fails, the batch is dropped, and the sender waits a
-  little before the next try.
+  event is dropped and counted); the sender publishes what is there (up to
+  BATCH events) as one message. When Redis fails, the batch is dropped,
+  and the sender waits a little before the next try.
 - listener: subscribed only while this process has subscribers. A dropped
   connection is reconnected (with a growing pause, at most RETRY_MAX
   seconds); its subscribers are told they may have missed events, and
@@ -40,7 +42,7 @@ from proxy.live import LiveFeed
 log = logging.getLogger("proxy")
 
 OUTBOX_SIZE = 4096  # events waiting to be published, at most
-BATCH = 256  # events per pipeline
+BATCH = 256  # events per message
 TIMEOUT = 1.0  # seconds: connect and socket timeouts
 LISTEN_POLL = 1.0  # seconds a listener waits for a message before it looks around
 CENSUS_SECONDS = 1.0
@@ -136,13 +138,8 @@ class RedisLiveFeed(LiveFeed):
             self._sending = True
             while len(batch) < BATCH and not self._outbox.empty():
                 batch.append(self._outbox.get_nowait())
-            pipe = r.pipeline(transaction=False)
-            for tenant, event in batch:
-                pipe.publish(
-                    self.channel, orjson.dumps({"o": self.origin, "t": tenant, "e": event})
-                )
             try:
-                await pipe.execute()
+                await r.publish(self.channel, orjson.dumps({"o": self.origin, "b": batch}))
             except _FAILURES as exc:
                 self.lost += len(batch)
                 self._trouble("publish", exc)
@@ -179,11 +176,16 @@ class RedisLiveFeed(LiveFeed):
     def _receive(self, data: bytes) -> None:
         try:
             item = orjson.loads(data)
-            origin, tenant, event = item["o"], item["t"], item["e"]
+            origin, batch = item["o"], item["b"]
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return  # not ours: someone else published on the channel
-        if origin != self.origin and isinstance(tenant, str) and isinstance(event, dict):
-            self.deliver(tenant, event)
+        if origin == self.origin or not isinstance(batch, list):
+            return
+        for entry in batch:
+            if isinstance(entry, list) and len(entry) == 2:
+                tenant, event = entry
+                if isinstance(tenant, str) and isinstance(event, dict):
+                    self.deliver(tenant, event)
 
     async def _census(self, r: aioredis.Redis) -> None:
         while True:
