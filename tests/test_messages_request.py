@@ -1,4 +1,4 @@
-"""A Messages request -> a Chat Completions payload (proxy.messages.request)."""
+"""A Messages request -> a Chat Completions payload (proxy.doors.messages.request)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from proxy.doors.messages.request import Translation, effort_setting, translate
 from proxy.errors import BadRequest
-from proxy.messages.request import Translation, effort_setting, translate
 from proxy.sealing import Sealed, Sealer
 
 SEALER = Sealer(b"test secret")

@@ -1,4 +1,4 @@
-"""Normalized chat SSE -> Anthropic Messages events (proxy.messages.stream):
+"""Normalized chat SSE -> Anthropic Messages events (proxy.doors.messages.stream):
 fed whole, byte by byte and split at random points; each event validated
 against the anthropic SDK's types and accumulated by the SDK's own helper."""
 
@@ -10,7 +10,7 @@ import orjson
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.messages.stream import MessagesEncoder
+from proxy.doors.messages.stream import MessagesEncoder
 from tests.casefiles import chunk, cut_at
 from tests.harness import sse
 from tests.messages_wire import accumulate, parse_events, validated

@@ -2,7 +2,7 @@
 front door (Claude Code, Anthropic SDK agents).
 
 To a Chat upstream (route `api: chat`, the default) the request is
-translated (`proxy.messages.request`): its `thinking` and
+translated (`proxy.doors.messages.request`): its `thinking` and
 `output_config.effort` become the reasoning settings (as X-Reasoning-*
 headers, unless the client sent those itself), thinking blocks coming back
 are opened from their sealed signatures, and the chat payload is planned
@@ -39,22 +39,24 @@ from proxy.api.asgi import (
 )
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
-from proxy.api.messages_native import forward_native, native_headers
+from proxy.api.messages_native import native_headers
+from proxy.api.native import forward_native
 from proxy.api.relay import Progress
 from proxy.api.trace import Trace
-from proxy.errors import BadRequest, ProxyError
-from proxy.exchange import Exchange, Planner, parse_json_object
-from proxy.history.context import request_tokens
-from proxy.history.egress import find_stored
-from proxy.messages.native import (
+from proxy.doors.messages.native import (
+    NativeReader,
     native_params,
     native_request,
     stored_thinking,
     unsigned_tool_turns,
 )
-from proxy.messages.request import Translation, translate
-from proxy.messages.shapes import error_object, error_type_of_status
-from proxy.messages.stream import MessagesEncoder
+from proxy.doors.messages.request import Translation, translate
+from proxy.doors.messages.shapes import error_body, error_object, error_type_of_status
+from proxy.doors.messages.stream import MessagesEncoder
+from proxy.errors import BadRequest, ProxyError
+from proxy.exchange import Exchange, Planner, parse_json_object
+from proxy.history.context import request_tokens
+from proxy.history.egress import find_stored
 from proxy.runtime import Runtime
 from proxy.sealing import Sealed
 from proxy.settings import header_overrides, request_conversation_id
@@ -183,7 +185,10 @@ class MessagesEndpoint(Door):
 
     async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
         if ex.route.api == "messages":
-            await forward_native(self, ex, trace, state, self._sealer(ex.key.tenant))
+            reader = NativeReader(
+                self._sealer(ex.key.tenant), self.rt.config.limits.max_sse_line_bytes
+            )
+            await forward_native(self, ex, trace, state, reader, "/messages", error_body)
         else:
             await super().forward(ex, trace, state)
 

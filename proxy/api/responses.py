@@ -40,11 +40,11 @@ from proxy.api.asgi import Message, Receive, read_body
 from proxy.api.conversations import caller_tenant
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
+from proxy.api.native import forward_native
 from proxy.api.relay import Progress
-from proxy.api.responses_native import forward_native
 from proxy.api.trace import Trace
 from proxy.doors.responses.encoder import ResponsesEncoder
-from proxy.doors.responses.native import native_request
+from proxy.doors.responses.native import NativeResponses, native_request
 from proxy.doors.responses.objects import Echo
 from proxy.doors.responses.request import (
     ENCRYPTED_INCLUDE,
@@ -175,7 +175,12 @@ class ResponsesEndpoint(Door):
 
     async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
         if ex.route.api == "responses":
-            await forward_native(self, ex, trace, state)
+            reader = NativeResponses(
+                ex.route.tags,
+                hidden=not ex.settings.include_in_response,
+                max_line_bytes=self.rt.config.limits.max_sse_line_bytes,
+            )
+            await forward_native(self, ex, trace, state, reader, "/responses")
             return
         for name in (DROPPED_FIELDS, DROPPED_TOOLS):  # in the request's log line too
             dropped = next((v for k, v in ex.extra_headers if k == name), None)

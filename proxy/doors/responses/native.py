@@ -151,8 +151,9 @@ class NativeResponses:
             self._failed(out, "The upstream closed the stream before the response ended.")
         return b"".join(out)
 
-    def abort(self, message: str) -> bytes:
-        """The proxy ends the stream (idle timeout, a broken connection)."""
+    def abort(self, code: str, message: str) -> bytes:
+        """The proxy ends the stream (idle timeout, a broken connection);
+        the Responses API's `response.failed` carries the message."""
         if self.state != OPEN:
             return b""
         out: list[bytes] = []

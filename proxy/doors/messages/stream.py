@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from proxy.messages.shapes import error_body, error_from_openai, matched_stop, stop_reason
+from proxy.doors.messages.shapes import error_body, error_from_openai, matched_stop, stop_reason
 from proxy.reasoning.native import DetailsMerger
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong
 

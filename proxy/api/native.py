@@ -1,19 +1,21 @@
-"""The Responses door to an upstream that speaks the Responses API itself (`api: responses`).
+"""A door's request to an upstream that speaks the door's own API (`api:
+responses` to a Responses upstream, `api: messages` to a Messages one).
 
 The request was planned like every other (route, tenant, conversation,
-settings) and its body prepared by `native_request`; here it goes to the
-upstream's `/responses`, and the answer comes back read by read through a
-`NativeResponses` normalizer: tagged reasoning split off the answer, the
-turn stored before the stream's last bytes, a client that leaves cancels
-the upstream request (the cut turn is stored as incomplete). Upstream
-errors keep their status and body (the Responses API's errors have the
-chat shape).
+settings) and its body prepared by the door; here it goes to the upstream's
+own path, and the answer comes back read by read through the door's
+`NativeReader` (sans-IO: the door's wire in, the door's wire out, the turn
+read on the way): the turn stored before the stream's last bytes, a client
+that leaves cancels the upstream request (the cut turn is stored as
+incomplete), route keys the upstream quotes masked. Upstream errors keep
+their status; `error_body` turns their body into the door's error shape.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -21,9 +23,9 @@ from proxy.api.asgi import encode_headers, send_bytes
 from proxy.api.failures import error_kind, read_failure, read_failure_error
 from proxy.api.relay import Progress
 from proxy.api.trace import Trace
-from proxy.doors.responses.native import DONE, OPEN, NativeResponses
 from proxy.errors import ProxyError, UpstreamError
 from proxy.exchange import Exchange
+from proxy.reasoning.blocks import Turn
 from proxy.upstream import (
     Response,
     Upstream,
@@ -33,23 +35,40 @@ from proxy.upstream import (
 )
 
 if TYPE_CHECKING:
-    from proxy.api.responses import ResponsesEndpoint
+    from proxy.api.door import Door
+
+OPEN, DONE = "open", "done"
+
+
+class NativeReader(Protocol):
+    state: str  # "open", then "done" or "failed"
+
+    def feed(self, data: bytes) -> bytes: ...
+
+    def finish(self) -> bytes: ...
+
+    def abort(self, code: str, message: str) -> bytes: ...
+
+    def whole(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def turn(self) -> Turn: ...
 
 
 async def forward_native(
-    door: ResponsesEndpoint, ex: Exchange, trace: Trace, state: Progress
+    door: Door,
+    ex: Exchange,
+    trace: Trace,
+    state: Progress,
+    reader: NativeReader,
+    path: str,
+    error_body: Callable[[int, bytes], bytes] | None = None,
 ) -> None:
     rt = door.rt
-    reader = NativeResponses(
-        ex.route.tags,
-        hidden=not ex.settings.include_in_response,
-        max_line_bytes=rt.config.limits.max_sse_line_bytes,
-    )
     body = orjson.dumps(ex.payload)
     trace.upstream_started()
     try:
         async with rt.upstream.request(
-            ex.route, "POST", "/responses", ex.upstream_headers, body
+            ex.route, "POST", path, ex.upstream_headers, body
         ) as response:
             if 300 <= response.status < 400:
                 raise UpstreamError(
@@ -62,7 +81,7 @@ async def forward_native(
             if response.status < 300 and content_type.startswith("text/event-stream"):
                 await _stream(door, ex, trace, state, response, reader)
             else:
-                await _whole(door, ex, trace, state, response, reader)
+                await _whole(door, ex, trace, state, response, reader, error_body)
     except ProxyError as exc:
         trace.upstream_error = trace.upstream_error or error_kind(exc)
         trace.fields["error"] = exc.code
@@ -73,18 +92,18 @@ async def forward_native(
             await trace.send({"type": "http.response.body", "body": b"", "more_body": False})
     except asyncio.CancelledError:
         # the client left, or a shutdown cut the stream: the turn so far is kept
-        if reader.state == OPEN:
-            await door._remember(ex, reader.turn())
+        # (once: a turn already stored is not stored again)
+        await door._remember(ex, reader.turn())
         raise
 
 
 async def _stream(
-    door: ResponsesEndpoint,
+    door: Door,
     ex: Exchange,
     trace: Trace,
     state: Progress,
     response: Response,
-    reader: NativeResponses,
+    reader: NativeReader,
 ) -> None:
     mask = door.rt.key_mask
     headers = [
@@ -95,13 +114,8 @@ async def _stream(
     if mask is not None:
         headers = mask.headers(headers)
     headers += [("cache-control", "no-cache"), ("x-accel-buffering", "no"), *ex.extra_headers]
-    await trace.send(
-        {
-            "type": "http.response.start",
-            "status": response.status,
-            "headers": encode_headers(headers),
-        }
-    )
+    start = {"type": "http.response.start", "status": response.status}
+    await trace.send({**start, "headers": encode_headers(headers)})
     state.started = True
     masking = mask.stream() if mask is not None else None
     first = True
@@ -123,7 +137,8 @@ async def _stream(
                         out = masking.feed(out)
                     await trace.send({"type": "http.response.body", "body": out, "more_body": True})
     except UpstreamReadError as exc:
-        out = reader.abort(read_failure(exc).message)
+        failure = read_failure(exc)
+        out = reader.abort(failure.code, failure.message)
     trace.outcome = "complete" if reader.state == DONE else "failed"
     await door._remember(ex, reader.turn())
     state.complete = True
@@ -135,12 +150,13 @@ async def _stream(
 
 
 async def _whole(
-    door: ResponsesEndpoint,
+    door: Door,
     ex: Exchange,
     trace: Trace,
     state: Progress,
     response: Response,
-    reader: NativeResponses,
+    reader: NativeReader,
+    error_body: Callable[[int, bytes], bytes] | None,
 ) -> None:
     trace.upstream_first_byte()
     try:
@@ -155,12 +171,15 @@ async def _whole(
         except orjson.JSONDecodeError:
             answer = None
         if not isinstance(answer, dict):
+            trace.upstream_error = "malformed"
             raise UpstreamError(
                 "The upstream sent a response that is not a JSON object.",
                 code="malformed_upstream_response",
             )
         body = orjson.dumps(reader.whole(answer))
         await door._remember(ex, reader.turn())
+    elif error_body is not None:
+        body = error_body(status, body)
     headers = [("content-type", "application/json"), *headers, *ex.extra_headers]
     mask = door.rt.key_mask
     if mask is not None:

@@ -26,9 +26,9 @@ from typing import Any
 
 import orjson
 
+from proxy.doors.messages.request import Opener
+from proxy.doors.messages.shapes import error_object
 from proxy.history.egress import AssistantMessage
-from proxy.messages.request import Opener
-from proxy.messages.shapes import error_object
 from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall, Turn
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong, encode_event
 from proxy.settings import ReasoningSettings
