@@ -17,8 +17,8 @@ Three background tasks, none on a stream's path:
   and the sender waits a little before the next try.
 - listener: subscribed only while this process has subscribers. A dropped
   connection is reconnected (with a growing pause, at most RETRY_MAX
-  seconds); its subscribers are told they may have missed events, and
-  reload from the store.
+  seconds); its subscribers are told once that they may have missed
+  events, and reload from the store.
 - census: every CENSUS_SECONDS, how many processes listen on the channel
   (PUBSUB NUMSUB), so that a process nobody watches describes no streams
   (`active`). A viewer that just arrived sees the streams that start after
@@ -165,7 +165,10 @@ class RedisLiveFeed(LiveFeed):
                         self._receive(message["data"])
             except _FAILURES as exc:
                 self._trouble("subscribe", exc)
-                self.missed()  # what was sent meanwhile is lost: pages reload
+                if self._listening:
+                    # a subscription dropped: what is sent until the next one is
+                    # lost, so pages reload (once, not on every failed retry)
+                    self.missed()
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RETRY_MAX)
             finally:
