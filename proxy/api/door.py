@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -148,11 +149,42 @@ class Door:
             max_reasoning_chars=rt.config.limits.max_reasoning_bytes,
             output=output,
         )
+
+        async def stream(response: Response) -> None:
+            normalizer = state.normalizer = StreamNormalizer(options)
+            if rt.live.active:
+                normalizer.tap = []
+                self._watch(ex)
+
+            async def remember(turn: Turn | None) -> None:
+                await self._remember(ex, turn)
+
+            relay = StreamRelay(ex, response, normalizer, trace, state, rt.key_mask, remember)
+            await relay.run()
+
+        async def whole(response: Response) -> None:
+            await self._whole(ex, response, options, trace, state)
+
+        await self.call_upstream(ex, trace, state, "/chat/completions", stream, whole)
+
+    async def call_upstream(
+        self,
+        ex: Exchange,
+        trace: Trace,
+        state: Progress,
+        path: str,
+        stream: Callable[[Response], Awaitable[None]],
+        whole: Callable[[Response], Awaitable[None]],
+    ) -> None:
+        """POST the exchange's body to the route's upstream at `path`; a 2xx
+        event stream goes to `stream`, anything else to `whole`. Redirects are
+        refused; a ProxyError becomes the door's error (or ends a started
+        response)."""
         body = orjson.dumps(ex.payload)
         trace.upstream_started()
         try:
-            async with rt.upstream.request(
-                ex.route, "POST", "/chat/completions", ex.upstream_headers, body
+            async with self.rt.upstream.request(
+                ex.route, "POST", path, ex.upstream_headers, body
             ) as response:
                 if 300 <= response.status < 400:
                     raise UpstreamError(
@@ -163,20 +195,9 @@ class Door:
                     trace.upstream_error = "status"
                 content_type = response.header("content-type") or ""
                 if response.status < 300 and content_type.startswith("text/event-stream"):
-                    normalizer = state.normalizer = StreamNormalizer(options)
-                    if rt.live.active:
-                        normalizer.tap = []
-                        self._watch(ex)
-
-                    async def remember(turn: Turn | None) -> None:
-                        await self._remember(ex, turn)
-
-                    relay = StreamRelay(
-                        ex, response, normalizer, trace, state, rt.key_mask, remember
-                    )
-                    await relay.run()
+                    await stream(response)
                 else:
-                    await self._whole(ex, response, options, trace, state)
+                    await whole(response)
         except ProxyError as exc:
             trace.upstream_error = trace.upstream_error or error_kind(exc)
             trace.fields["error"] = exc.code

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from proxy.api.asgi import encode_headers, send_bytes
-from proxy.api.failures import error_kind, read_failure, read_failure_error
-from proxy.api.relay import Progress
+from proxy.api.failures import read_failure, read_failure_error
+from proxy.api.relay import Progress, stream_headers
 from proxy.api.trace import Trace
-from proxy.errors import ProxyError, UpstreamError
+from proxy.errors import UpstreamError
 from proxy.exchange import Exchange
 from proxy.reasoning.blocks import Turn
 from proxy.upstream import (
@@ -63,33 +63,14 @@ async def forward_native(
     path: str,
     error_body: Callable[[int, bytes], bytes] | None = None,
 ) -> None:
-    rt = door.rt
-    body = orjson.dumps(ex.payload)
-    trace.upstream_started()
+    async def stream(response: Response) -> None:
+        await _stream(door, ex, trace, state, response, reader)
+
+    async def whole(response: Response) -> None:
+        await _whole(door, ex, trace, state, response, reader, error_body)
+
     try:
-        async with rt.upstream.request(
-            ex.route, "POST", path, ex.upstream_headers, body
-        ) as response:
-            if 300 <= response.status < 400:
-                raise UpstreamError(
-                    "The upstream answered with a redirect; redirects are not followed.",
-                    code="upstream_redirect",
-                )
-            if response.status >= 400:
-                trace.upstream_error = "status"
-            content_type = response.header("content-type") or ""
-            if response.status < 300 and content_type.startswith("text/event-stream"):
-                await _stream(door, ex, trace, state, response, reader)
-            else:
-                await _whole(door, ex, trace, state, response, reader, error_body)
-    except ProxyError as exc:
-        trace.upstream_error = trace.upstream_error or error_kind(exc)
-        trace.fields["error"] = exc.code
-        state.complete = True
-        if not state.started:
-            await door.send_error(trace.send, exc)
-        else:
-            await trace.send({"type": "http.response.body", "body": b"", "more_body": False})
+        await door.call_upstream(ex, trace, state, path, stream, whole)
     except asyncio.CancelledError:
         # the client left, or a shutdown cut the stream: the turn so far is kept
         # (once: a turn already stored is not stored again)
@@ -106,14 +87,7 @@ async def _stream(
     reader: NativeReader,
 ) -> None:
     mask = door.rt.key_mask
-    headers = [
-        (k, v)
-        for k, v in response_headers(response)
-        if k.lower() not in ("cache-control", "x-accel-buffering")
-    ]
-    if mask is not None:
-        headers = mask.headers(headers)
-    headers += [("cache-control", "no-cache"), ("x-accel-buffering", "no"), *ex.extra_headers]
+    headers = stream_headers(ex, response, mask)
     start = {"type": "http.response.start", "status": response.status}
     await trace.send({**start, "headers": encode_headers(headers)})
     state.started = True

@@ -35,6 +35,19 @@ from proxy.upstream import (
 Remember = Callable[[Turn | None], Awaitable[None]]
 
 
+def stream_headers(ex: Exchange, response: Response, mask: KeyMask | None) -> list[tuple[str, str]]:
+    """A relayed stream's response headers: the upstream's (keys masked),
+    never cached or buffered on the way, and the exchange's own."""
+    headers = [
+        (k, v)
+        for k, v in response_headers(response)
+        if k.lower() not in ("cache-control", "x-accel-buffering")
+    ]
+    if mask is not None:
+        headers = mask.headers(headers)
+    return [*headers, ("cache-control", "no-cache"), ("x-accel-buffering", "no"), *ex.extra_headers]
+
+
 class Progress(DisconnectWatch):
     """How far a response got, shared with the watch on the client: once
     `complete`, a disconnect no longer cancels the work after it."""
@@ -148,15 +161,8 @@ class StreamRelay:
             await Upstream.drain(response, 1.0)
 
     async def _start(self) -> None:
-        ex, response, mask = self.ex, self.response, self.mask
-        headers = [
-            (k, v)
-            for k, v in response_headers(response)
-            if k.lower() not in ("cache-control", "x-accel-buffering")
-        ]
-        if mask is not None:
-            headers = mask.headers(headers)
-        headers += [("cache-control", "no-cache"), ("x-accel-buffering", "no"), *ex.extra_headers]
+        response = self.response
+        headers = stream_headers(self.ex, response, self.mask)
         if self.state.encoder is not None:
             headers = self.state.encoder.start_headers(headers)
         await self.trace.send(
