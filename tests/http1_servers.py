@@ -19,6 +19,16 @@ import pytest
 
 from proxy import http1
 
+# the scripted answers, shared with the transport suite
+from tests.transport.servers import (  # noqa: F401
+    HANG,
+    answering,
+    chunk,
+    chunked,
+    chunked_head,
+    response,
+)
+
 WAIT = 5.0  # the longest any test waits for something that should happen soon
 
 # for tests that depend on the event loop's transports: the proxy runs on uvloop
@@ -166,43 +176,6 @@ async def opened_pool(
     finally:
         await pool.close()
         await asyncio.sleep(0.05)  # the closed transports' connection_lost callbacks run
-
-
-HANG = None  # an answer: read the request, send nothing, wait for the client to close
-
-
-def answering(*answers: bytes | None) -> Handler:
-    """Answer the requests, over all connections, with `answers` in turn (the
-    last one again once they run out), keeping the connection open."""
-    queue = list(answers)
-
-    async def handler(conn: Conn) -> None:
-        while await conn.request() is not None:
-            answer = queue.pop(0) if len(queue) > 1 else queue[0]
-            if answer is None:
-                await conn.until_closed()
-                return
-            await conn.send(answer)
-
-    return handler
-
-
-def response(body: bytes = b"ok", *, status: str = "200 OK", headers: Sequence[str] = ()) -> bytes:
-    lines = [f"HTTP/1.1 {status}", f"Content-Length: {len(body)}", *headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
-
-
-def chunked_head(*headers: str) -> bytes:
-    lines = ["HTTP/1.1 200 OK", "Transfer-Encoding: chunked", *headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode()
-
-
-def chunk(data: bytes) -> bytes:
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
-
-
-def chunked(*pieces: bytes, headers: Sequence[str] = ()) -> bytes:
-    return chunked_head(*headers) + b"".join(chunk(p) for p in pieces) + b"0\r\n\r\n"
 
 
 async def fetch(
