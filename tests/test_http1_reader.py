@@ -461,6 +461,7 @@ def test_a_finished_reader_leaves_no_cycle_behind(data: bytes, head_only: bool) 
         reader.feed(data)
         reader.end_of_input()
         del reader
-        assert gc.collect() == 0
+        # (other threads may leave garbage of their own: look for readers only)
+        assert not any(type(o) is ResponseReader for o in gc.get_objects())
     finally:
         gc.enable()

@@ -42,6 +42,7 @@ class Connection(asyncio.Protocol):
         "idle_since",
         "keep_alive",
         "key",
+        "lost",
         "reader",
         "received",
         "status",
@@ -54,6 +55,7 @@ class Connection(asyncio.Protocol):
         self._loop = loop
         self.transport: asyncio.Transport | None = None
         self.closed = False
+        self.lost = False  # connection_lost came
         self.idle_since = 0.0
         self.tunnel = False  # a CONNECT exchange: the connection stays open after it
         self._waiter: asyncio.Future[bool] | None = None
@@ -113,6 +115,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.lost = True
         reader = self.reader
         if reader is not None and not self.complete and self.error is None:
             try:
@@ -267,6 +270,12 @@ class Connection(asyncio.Protocol):
 
     def abandon(self) -> None:
         self._close()
+
+    def abort(self) -> None:
+        """Close at once, without TLS's closing handshake (the pool is closing)."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
 
 
 def _expire(waiter: asyncio.Future[bool]) -> None:

@@ -346,10 +346,16 @@ class Pool:
         if self._sweep_timer is not None:
             self._sweep_timer.cancel()
             self._sweep_timer = None
-        for idle in self._idle.values():
-            for conn in idle:
-                conn.abandon()
+        conns = [conn for idle in self._idle.values() for conn in idle]
+        conns += self._in_use
         self._idle.clear()
-        for conn in list(self._in_use):
-            conn.abandon()
         self._in_use.clear()
+        for conn in conns:
+            conn.abort()
+        # Let their connection_lost run while the loop is still there (a TLS
+        # transport's close takes a few loop turns; after the loop closed, it
+        # would fail with "Event loop is closed").
+        for _ in range(100):
+            if all(conn.lost or conn.transport is None for conn in conns):
+                break
+            await asyncio.sleep(0.01)
