@@ -1,4 +1,4 @@
-"""The command line: `reasoning-proxy serve | demo | check-config`."""
+"""The command line: `reasoning-proxy serve | demo | check-config | store migrate`."""
 
 from __future__ import annotations
 
@@ -83,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = commands.add_parser("check-config", help="validate a config file and print it")
     check.add_argument("file")
+
+    store = commands.add_parser("store", help="maintain a store")
+    store_commands = store.add_subparsers(dest="store_command", required=True)
+    migrate = store_commands.add_parser(
+        "migrate", help="move a Redis store written by an earlier version to the current key names"
+    )
+    migrate.add_argument("--store", help=f"redis://host:port/db (or ${ENV_STORE})")
     return parser
 
 
@@ -205,6 +212,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "serve":
             serve(resolve_serve_config(args), args)
+            return 0
+        if args.command == "store":
+            from proxy.stores.redis_migrate import migrate_command
+
+            print(migrate_command(args.store or os.environ.get(ENV_STORE)))
             return 0
         if args.command == "demo":
             from proxy.demo.run import run_demo, run_simulator

@@ -23,6 +23,12 @@ Three background tasks, none on a stream's path:
   (PUBSUB NUMSUB), so that a process nobody watches describes no streams
   (`active`). A viewer that just arrived sees the streams that start after
   the next census, or at once on the process serving the page.
+
+On a Redis Cluster (a `redis+cluster://` store URL) the feed uses the first
+node the URL lists: a PUBLISH reaches the subscribers of every node, but
+PUBSUB NUMSUB counts only the node asked, so every process must list the
+same first node (while it is down, the feed shows each process's own
+streams only).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from proxy.live import LiveFeed
+from proxy.stores.redis_keys import is_cluster_url, parse_cluster_url
 
 log = logging.getLogger("proxy")
 
@@ -74,8 +81,9 @@ class RedisLiveFeed(LiveFeed):
         return bool(self._subscribers) or self._remote > 0
 
     async def start(self) -> None:
+        url = parse_cluster_url(self.url).first_node_url if is_cluster_url(self.url) else self.url
         self._redis = aioredis.Redis.from_url(
-            self.url, socket_connect_timeout=TIMEOUT, socket_timeout=TIMEOUT
+            url, socket_connect_timeout=TIMEOUT, socket_timeout=TIMEOUT
         )
         self._tasks = [
             asyncio.create_task(self._send(self._redis)),

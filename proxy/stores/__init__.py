@@ -1,6 +1,7 @@
 """Stores of turns and profiles, chosen by URL: `memory://` (default),
 `sqlite:///relative.db` or `sqlite:////absolute.db`, `redis://host:port/db`
-(or `rediss://`). Each backend's module says which bounds it honours."""
+(or `rediss://`), `redis+cluster://host:port[,host:port...]` (or
+`rediss+cluster://`). Each backend's module says which bounds it honours."""
 
 from __future__ import annotations
 
@@ -19,10 +20,13 @@ def store_kind(url: str) -> str:
         raise ConfigError(f"invalid store URL: {exc}") from None
     if scheme in ("", "memory"):
         return "memory"
-    if scheme in ("sqlite", "redis", "rediss"):
-        return "redis" if scheme.startswith("redis") else "sqlite"
+    if scheme == "sqlite":
+        return "sqlite"
+    if scheme in ("redis", "rediss", "redis+cluster", "rediss+cluster"):
+        return "redis"
     raise ConfigError(
-        f"unknown store URL scheme {scheme!r}: use memory://, sqlite:///path.db or redis://host:port/db"
+        f"unknown store URL scheme {scheme!r}: use memory://, sqlite:///path.db, "
+        "redis://host:port/db or redis+cluster://host:port"
     )
 
 
@@ -31,18 +35,19 @@ def check_store(url: str) -> None:
     as configured: an unknown scheme, a malformed URL, a SQLite path whose
     directory is missing or whose file is not a database. A store that is
     only down now (Redis not up yet) passes: the proxy starts, and /readyz
-    says 503 until the store answers. A Redis that answers in cluster mode
-    is refused (unsupported). Nothing is created or changed."""
+    says 503 until the store answers. A Redis that answers in the other
+    mode than its URL says (a cluster node behind redis://, a standalone
+    server behind redis+cluster://) is refused. Nothing is created or changed."""
     kind = store_kind(url)
     if kind == "sqlite":
         from proxy.stores.sqlite import check_sqlite, sqlite_path
 
         check_sqlite(sqlite_path(url))
     elif kind == "redis":
-        from proxy.stores.redis import check_not_cluster, check_redis_url
+        from proxy.stores.redis import check_cluster_mode, check_redis_url
 
         check_redis_url(url)
-        check_not_cluster(url)
+        check_cluster_mode(url)
 
 
 def open_store(options: StoreModel) -> ReasoningStore:

@@ -1,39 +1,56 @@
-"""The Redis store: history shared by several workers and replicas.
+"""The Redis store: history shared by several workers and replicas, on one
+Redis server (or a Sentinel-managed primary) or on a Redis Cluster.
 
-URL: `redis://[user:password@]host:port/db` or `rediss://...` (TLS), as
-redis-py reads it (query options such as `?socket_timeout=3` override the
-defaults below). A standalone server (or a Sentinel-managed primary) is
-expected: the scripts touch keys they compute, which Redis Cluster forbids.
-A cluster node is refused: at start-up when it answers then (`check_not_cluster`),
-else by every ping (so /readyz says 503 and the failure is logged).
+URLs (redis_keys.py): `redis://[user:password@]host:port/db`, `rediss://`
+(TLS), `redis+cluster://host:port[,host:port...]`, `rediss+cluster://`.
+Query options (`?socket_timeout=3`) are redis-py's and override the
+defaults below. A plain URL that names a cluster node is refused (at
+start-up when it answers then, else by every ping, so /readyz says 503): a
+cluster needs the cluster client, which `redis+cluster://` selects, and a
+cluster URL that reaches a standalone server is refused the same way.
 
-Keys (prefix `rp:` by default; tenants never contain `:`, conversation ids
-come last):
-- `rp:turns:<tenant>:<conversation>`  list of turn records, oldest first
-- `rp:conv:<tenant>:<conversation>`   hash: `n` turns ever appended (the next
-  index), `gen` (a random id of this incarnation of the conversation), `model`
-- `rp:refs:<tenant>:<conversation>`   list of `<turn>\\x1f<index key>`: what
-  this conversation wrote to the tenant index, so it can be unindexed
-- `rp:index:<tenant>`                 hash: `t:<tool_call_id>` / `f:<fp>` ->
+Keys (redis_keys.py; one scheme for both, hash-tagged so that each script
+touches one slot):
+- `rp:{<tenant>:<conversation>}:turns`  list of turn records, oldest first
+- `rp:{<tenant>:<conversation>}:conv`   hash: `n` turns ever appended (the
+  next index), `gen` (a random id of this incarnation of the conversation),
+  `t` (last write), `model`
+- `rp:{<tenant>:<conversation>}:refs`   list of `<turn>\\x1f<gen>\\x1f<index key>`:
+  what this conversation wrote to the tenant index, so it can be unindexed
+- `rp:{<tenant>}:index`                 hash: `t:<tool_call_id>` / `f:<fp>` ->
   `<conversation>\\x1f<gen>\\x1f<turn>`
-- `rp:recent:<tenant>`                sorted set: conversations by last write
-- `rp:recent`                         sorted set: `<tenant>\\x1f<conversation>`
+- `rp:{<tenant>}:recent`                sorted set: conversations by last write
+- `rp:recent`                           sorted set: `<tenant>\\x1f<conversation>`
   by last write, every tenant (listing all, sweeping, eviction)
-- `rp:profiles`                       hash: name -> JSON settings
-- `rp:resp:<tenant>:<id>`             a stored response object (Responses API)
-- `rp:responses`                      sorted set: `<tenant>\\x1f<id>` by write time
+- `rp:profiles`                         hash: name -> JSON settings
+- `rp:{<tenant>:<id>}:response`         a stored response object (Responses API)
+- `rp:responses`                        sorted set: `<tenant>\\x1f<id>` by write time
+
+Data written by a version before this scheme (`rp:turns:<tenant>:<conv>`...)
+is moved over by `reasoning-proxy store migrate` (redis_migrate.py).
 
 Every history key carries a TTL of `ttl_seconds`, refreshed on each write to
 it (the refs list lives twice as long, so a sweep can still unindex an
 expired conversation). An index entry names the `gen` of the conversation it
-points at, so an entry left behind by an expired conversation never matches
-a new conversation that reuses the id. Profiles are settings an admin wrote,
-not history: they do not expire (as in the other stores).
+points at, so an entry left behind by an expired or dropped conversation
+never matches a new conversation that reuses the id. Profiles are settings
+an admin wrote, not history: they do not expire (as in the other stores).
 
-Each append is one Lua script (atomic: concurrent appends to one
-conversation from several replicas get distinct, ordered indexes), and so is
-each lookup (one round trip) and each drop. Scripts are sent by SHA and
-reloaded by redis-py when a restarted server no longer knows them.
+An append is three scripts (redis_scripts.py), in this order: the turn,
+atomically in its conversation's slot (concurrent appends to one
+conversation from several replicas get distinct, ordered indexes), then the
+tenant's index and recency, and the global recency set (these two at once).
+A reader between the steps finds the turn by its conversation, not yet by
+its tool-call ids; a failed later step fails the append (StoreFailure) with
+the turn kept. A lookup is an index read, then a script in the turn's slot
+that checks the entry's `gen`. Scripts are sent by SHA and reloaded by
+redis-py when a server no longer knows them (on a cluster, onto every
+primary).
+
+Cluster: redis-py follows MOVED and ASK. While a slot migrates, a script
+whose keys are split between the two nodes is answered TRYAGAIN (it did not
+run), and redis-py gives up after a few tries; every call is then retried
+here for up to SETTLE_SECONDS, which a slot's migration stays well within.
 
 Failures: short socket timeouts and a single quick retry make a dead server
 fail in a second or two, not hang a request; the connection pool reconnects
@@ -43,32 +60,38 @@ as StoreFailure.
 Bounds honoured: `ttl_seconds` (key expiry; sorted-set members and index
 entries of expired conversations are swept on a later write),
 `max_turns_per_conversation` (oldest turns trimmed, with their index entries),
-`max_conversations` (the least recently written go first, across tenants;
-stored responses are counted and dropped the same way, on their own).
-`max_bytes` is not: bound Redis memory with its own `maxmemory` and the
-`volatile-lru` policy (every history key has a TTL, so all are candidates).
+`max_conversations` (the least recently written go first, across tenants,
+counted in the global `rp:recent`, on a cluster too; stored responses are
+counted and dropped the same way, on their own). A conversation whose
+global-recency write failed is not counted until its next write (its TTL
+still bounds it). `max_bytes` is not: bound Redis memory with its own
+`maxmemory` and the `volatile-lru` policy (every history key has a TTL, so
+all are candidates).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import orjson
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
-from redis.exceptions import RedisError
+from redis.exceptions import ClusterError, RedisClusterException, RedisError, TryAgainError
 
 from proxy.errors import ConfigError
 from proxy.reasoning.blocks import Turn
+from proxy.stores import redis_scripts as scripts
 from proxy.stores.base import (
     ConversationInfo,
     ConversationKey,
@@ -79,134 +102,22 @@ from proxy.stores.base import (
     decode_turns,
     encode_turn,
 )
+from proxy.stores.redis_keys import SEP, Keys, is_cluster_url, parse_cluster_url
 
 # Seconds: well below the runtime's per-call timeout, so a dead or
 # unreachable server shows up as StoreFailure, fast.
 CONNECT_TIMEOUT = 1.0
 SOCKET_TIMEOUT = 1.0
+SETTLE_SECONDS = 3.0  # a call answered TRYAGAIN (a slot in migration) is retried this long
+SETTLE_PAUSE = 0.05
 SWEEP_INTERVAL = 60.0  # seconds between sweeps of expired conversations
 SWEEP_BATCH = 200  # conversations dropped per sweep at most
-SEP = "\x1f"
 
-# Shared by the scripts: unindex a refs entry (`<turn>\x1f<key>`) when the
-# index still points at `prefix` (`<conversation>\x1f` or a full reference).
-_UNINDEX = """
-local function turn_of(entry)
-  return tonumber(string.sub(entry, 1, string.find(entry, '\\31', 1, true) - 1))
-end
-local function unindex(index, entry, prefix, exact)
-  local sep = string.find(entry, '\\31', 1, true)
-  local key = string.sub(entry, sep + 1)
-  local ref = redis.call('HGET', index, key)
-  if not ref then return end
-  if exact then
-    if ref == prefix .. string.sub(entry, 1, sep - 1) then redis.call('HDEL', index, key) end
-  elseif string.sub(ref, 1, #prefix) == prefix then
-    redis.call('HDEL', index, key)
-  end
-end
-"""
+Client = aioredis.Redis | RedisCluster
+T = TypeVar("T")
 
-# KEYS: turns, conv, refs, index, recent:<tenant>, recent
-# ARGV: record, now, ttl_ms, max_turns, conversation, new gen, model or '', member, index keys...
-# -> {turn index, conversations in `recent`}
-APPEND = (
-    _UNINDEX
-    + """
-local turns, conv, refs, index = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local ttl, max = tonumber(ARGV[3]), tonumber(ARGV[4])
-local mine = ARGV[5] .. '\\31'
-if redis.call('HSETNX', conv, 'gen', ARGV[6]) == 1 then
-  -- a new conversation: forget what an expired one of the same id left behind
-  for _, entry in ipairs(redis.call('LRANGE', refs, 0, -1)) do
-    unindex(index, entry, mine, false)
-  end
-  redis.call('DEL', turns, refs)
-end
-local ref = mine .. redis.call('HGET', conv, 'gen') .. '\\31'
-local n = redis.call('HINCRBY', conv, 'n', 1)
-local turn = n - 1
-if ARGV[7] ~= '' then redis.call('HSET', conv, 'model', ARGV[7]) end
-redis.call('RPUSH', turns, ARGV[1])
-for i = 9, #ARGV do
-  redis.call('HSET', index, ARGV[i], ref .. turn)
-  redis.call('RPUSH', refs, turn .. '\\31' .. ARGV[i])
-end
-local first = n - max  -- the oldest turn kept
-if first > 0 then
-  redis.call('LTRIM', turns, -max, -1)
-  while true do
-    local entry = redis.call('LINDEX', refs, 0)
-    if not entry or turn_of(entry) >= first then break end
-    redis.call('LPOP', refs)
-    unindex(index, entry, ref, true)
-  end
-end
-redis.call('ZADD', KEYS[5], ARGV[2], ARGV[5])
-redis.call('ZADD', KEYS[6], ARGV[2], ARGV[8])
-for i = 1, 6 do redis.call('PEXPIRE', KEYS[i], ttl) end
-redis.call('PEXPIRE', refs, 2 * ttl)
-return {turn, redis.call('ZCARD', KEYS[6])}
-"""
-)
-
-# KEYS: index; ARGV: index key, turns key prefix, conv key prefix -> record or nil
-LOOKUP = """
-local ref = redis.call('HGET', KEYS[1], ARGV[1])
-if not ref then return false end
-local conversation, gen, turn = string.match(ref, '^(.*)\\31([^\\31]*)\\31(%d+)$')
-if not conversation then return false end
-local meta = redis.call('HMGET', ARGV[3] .. conversation, 'n', 'gen')
-if not meta[1] or meta[2] ~= gen then return false end
-local turns = ARGV[2] .. conversation
-local len = redis.call('LLEN', turns)
-local position = tonumber(turn) - (tonumber(meta[1]) - len)
-if position < 0 or position >= len then return false end
-return redis.call('LINDEX', turns, position)
-"""
-
-# KEYS: turns, conv, refs, index, recent:<tenant>, recent
-# ARGV: conversation, member, newest score to drop ('' for any)
-# -> 1 dropped, 0 nothing there, -1 kept (written since it was chosen)
-DROP = (
-    _UNINDEX
-    + """
-local score = redis.call('ZSCORE', KEYS[6], ARGV[2])
-if ARGV[3] ~= '' and score and tonumber(score) > tonumber(ARGV[3]) then return -1 end
-local existed = redis.call('EXISTS', KEYS[2])
-local mine = ARGV[1] .. '\\31'
-for _, entry in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
-  unindex(KEYS[4], entry, mine, false)
-end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-redis.call('ZREM', KEYS[5], ARGV[1])
-redis.call('ZREM', KEYS[6], ARGV[2])
-return existed
-"""
-)
-
-# KEYS: the response's key, the responses sorted set
-# ARGV: record, ttl_ms, now, cutoff, max, member, response key prefix
-PUT_RESPONSE = """
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[6])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4])
-local excess = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[5])
-local dropped = 0
-if excess > 0 then
-  for _, member in ipairs(redis.call('ZRANGE', KEYS[2], 0, excess)) do
-    if dropped < excess and member ~= ARGV[6] then
-      local sep = string.find(member, '\\31', 1, true)
-      local tenant, id = string.sub(member, 1, sep - 1), string.sub(member, sep + 1)
-      redis.call('DEL', ARGV[7] .. tenant .. ':' .. id)
-      redis.call('ZREM', KEYS[2], member)
-      dropped = dropped + 1
-    end
-  end
-end
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return dropped
-"""
+# the errors that say a cluster call did not run, and may be tried again
+_UNSETTLED = (ClusterError, TryAgainError)
 
 
 def _text(value: Any) -> str:
@@ -231,9 +142,15 @@ def _scored(reply: Any) -> list[tuple[str, float]]:
 def check_redis_url(url: str) -> None:
     """Raise ConfigError when the URL cannot work: it does not parse, its
     database is not a number, or it names an option redis-py does not have
-    (the connection object is built, no socket opened). A server that is
-    down is no error here: the store connects when it comes up. Messages
-    never quote the URL, which may hold a password."""
+    (the client object is built, no socket opened). A server that is down
+    is no error here: the store connects when it comes up. Messages never
+    quote the URL, which may hold a password."""
+    if is_cluster_url(url):
+        try:
+            _cluster_client(url)
+        except (TypeError, ValueError, RedisClusterException) as exc:
+            raise ConfigError(f"invalid Redis store URL: {_option_error(exc)}") from None
+        return
     try:
         parse_url(url)
     except ValueError as exc:
@@ -251,29 +168,38 @@ def check_redis_url(url: str) -> None:
         raise ConfigError(f"invalid Redis store URL: {_option_error(exc)}") from None
 
 
-CLUSTER_REFUSED = (
-    "the Redis store URL names a Redis Cluster node: Redis Cluster is not supported "
-    "(the store's scripts touch keys in several slots); use a standalone Redis or a "
-    "Sentinel-managed primary"
+CLUSTER_NODE_REFUSED = (
+    "the Redis store URL names a Redis Cluster node: a cluster needs the cluster "
+    "client, so name it redis+cluster://host:port[,host:port...] (or rediss+cluster://)"
+)
+NOT_A_CLUSTER = (
+    "the Redis store URL says redis+cluster:// but the server is not in cluster mode: "
+    "use redis://host:port/db for a standalone server"
 )
 
 
-def check_not_cluster(url: str) -> None:
-    """Raise ConfigError when the server answers and runs in cluster mode:
-    its writes would fail on MOVED, so the proxy refuses to start rather
-    than serve without history. A server that does not answer passes (as
-    in `check_redis_url`); the store's ping refuses a cluster found later."""
+def check_cluster_mode(url: str) -> None:
+    """Raise ConfigError when the server answers and its mode is not the
+    URL's: a cluster node behind a plain URL (its writes would fail on
+    MOVED), or a standalone server behind a cluster URL. The proxy refuses
+    to start rather than serve without history. A server that does not
+    answer passes (as in `check_redis_url`); the store's ping refuses a
+    mismatch found later."""
+    cluster = is_cluster_url(url)
+    target = parse_cluster_url(url).first_node_url if cluster else url
     client = redis.Redis.from_url(
-        url, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=SOCKET_TIMEOUT
+        target, socket_connect_timeout=CONNECT_TIMEOUT, socket_timeout=SOCKET_TIMEOUT
     )
     try:
-        enabled = client.info("cluster").get("cluster_enabled")
+        enabled = bool(client.info("cluster").get("cluster_enabled"))
     except (RedisError, OSError):
         return
     finally:
         client.close()
-    if enabled:
-        raise ConfigError(CLUSTER_REFUSED)
+    if enabled and not cluster:
+        raise ConfigError(CLUSTER_NODE_REFUSED)
+    if cluster and not enabled:
+        raise ConfigError(NOT_A_CLUSTER)
 
 
 def _option_error(exc: Exception) -> str:
@@ -281,7 +207,36 @@ def _option_error(exc: Exception) -> str:
     text = str(exc)
     if "unexpected keyword argument" in text:
         return "unknown option " + text.rsplit("argument", 1)[1].strip()
+    if isinstance(exc, RedisClusterException):
+        return text.splitlines()[0]
     return type(exc).__name__
+
+
+def _cluster_client(url: str) -> RedisCluster:
+    """A cluster client (no socket opened until first use)."""
+    parsed = parse_cluster_url(url)
+    options: dict[str, Any] = {
+        "socket_connect_timeout": CONNECT_TIMEOUT,
+        "socket_timeout": SOCKET_TIMEOUT,
+        # one retry after a reconnect or a fresh look at the cluster's layout
+        "retry": Retry(NoBackoff(), 1),
+        **parsed.options,
+    }
+    nodes = [ClusterNode(host, port) for host, port in parsed.nodes]
+    return RedisCluster(startup_nodes=nodes, **options)
+
+
+def _client_for(url: str) -> Client:
+    if is_cluster_url(url):
+        return _cluster_client(url)
+    return aioredis.Redis.from_url(
+        url,
+        socket_connect_timeout=CONNECT_TIMEOUT,
+        socket_timeout=SOCKET_TIMEOUT,
+        # one immediate retry: it rides over a connection the server
+        # closed while idle, and a dead server still fails fast
+        retry=Retry(NoBackoff(), 1),
+    )
 
 
 @contextlib.contextmanager
@@ -290,8 +245,21 @@ def _failures(what: str) -> Iterator[None]:
     covers records that no longer decode."""
     try:
         yield
-    except (RedisError, OSError, TimeoutError, ValueError) as exc:
+    except (RedisError, RedisClusterException, OSError, TimeoutError, ValueError) as exc:
         raise StoreFailure(f"redis store {what} failed: {type(exc).__name__}: {exc}") from exc
+
+
+async def _settled(call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`, again while a cluster answers that it did not run it (a slot
+    in migration: TRYAGAIN, or redirections redis-py gave up on)."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        try:
+            return await call()
+        except _UNSETTLED:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(SETTLE_PAUSE)
 
 
 class RedisStore:
@@ -309,33 +277,17 @@ class RedisStore:
     ) -> None:
         check_redis_url(url)  # refuse a malformed URL at start-up, not on the first request
         self.url = url
+        self.cluster = is_cluster_url(url)
+        self.keys = Keys(prefix)
         self._max_conversations = max_conversations
         self._ttl = ttl_seconds
         self._ttl_ms = max(1, round(ttl_seconds * 1000))
         self._max_turns = max_turns
-        self._prefix = prefix
         self._clock = clock
-        self._redis: aioredis.Redis | None = None
-        self._append: AsyncScript | None = None
-        self._lookup: AsyncScript | None = None
-        self._drop_script: AsyncScript | None = None
-        self._put_response: AsyncScript | None = None
+        self._redis: Client | None = None
+        self._scripts: dict[str, AsyncScript] = {}
         self._next_sweep = 0.0
         self.evictions = 0
-
-    # -- keys --------------------------------------------------------------------
-
-    def _keys(self, tenant: str, conversation: str) -> list[str]:
-        """The six keys an append, a drop or a delete touch, in script order."""
-        p = self._prefix
-        return [
-            f"{p}turns:{tenant}:{conversation}",
-            f"{p}conv:{tenant}:{conversation}",
-            f"{p}refs:{tenant}:{conversation}",
-            f"{p}index:{tenant}",
-            f"{p}recent:{tenant}",
-            f"{p}recent",
-        ]
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -344,142 +296,162 @@ class RedisStore:
         A server that is down now is not fatal: the pool connects later."""
         if self._redis is None:
             with _failures("connect"):
-                self._redis = aioredis.Redis.from_url(
-                    self.url,
-                    socket_connect_timeout=CONNECT_TIMEOUT,
-                    socket_timeout=SOCKET_TIMEOUT,
-                    # one immediate retry: it rides over a connection the server
-                    # closed while idle, and a dead server still fails fast
-                    retry=Retry(NoBackoff(), 1),
-                )
-                self._append = self._redis.register_script(APPEND)
-                self._lookup = self._redis.register_script(LOOKUP)
-                self._drop_script = self._redis.register_script(DROP)
-                self._put_response = self._redis.register_script(PUT_RESPONSE)
+                client = _client_for(self.url)
+                self._redis = client
+                self._scripts = {
+                    name: client.register_script(text) for name, text in scripts.BY_NAME.items()
+                }
         await self.ping()
 
     async def close(self) -> None:
         if self._redis is not None:
             client, self._redis = self._redis, None
-            self._append = self._lookup = self._drop_script = self._put_response = None
+            self._scripts = {}
             with _failures("close"):
                 await client.aclose()
 
     async def ping(self) -> bool:
-        """The server answers, and is no cluster node (whose writes fail on MOVED)."""
+        """The server answers, in the URL's mode; a cluster says its state is ok."""
+        r = self._client()
+        if isinstance(r, RedisCluster):
+            with _failures("ping"):
+                state = (await r.cluster_info()).get("cluster_state")
+            if _text(state) != "ok":
+                raise StoreFailure(f"redis store ping failed: cluster_state is {_text(state)}")
+            return True
         with _failures("ping"):
-            info = await self._client().info("cluster")
+            info = await r.info("cluster")
         if info.get("cluster_enabled"):
-            raise StoreFailure(CLUSTER_REFUSED)
+            raise StoreFailure(CLUSTER_NODE_REFUSED)
         return True
 
-    def _client(self) -> aioredis.Redis:
+    def _client(self) -> Client:
         if self._redis is None:
             raise StoreFailure("the redis store is not started")
         return self._redis
 
-    def _script(self, script: AsyncScript | None) -> AsyncScript:
-        if script is None:
+    async def _run(self, script: str, keys: list[str], args: Sequence[Any]) -> Any:
+        if not self._scripts:
             raise StoreFailure("the redis store is not started")
-        return script
+        run = self._scripts[script]
+        return await _settled(lambda: run(keys=keys, args=args))
 
     # -- turns -------------------------------------------------------------------
 
     async def append(self, key: ConversationKey, turn: Turn, refs: TurnRefs) -> int:
-        r = self._client()
+        tenant, conversation = key.tenant, key.conversation
         now = self._clock()
-        member = f"{key.tenant}{SEP}{key.conversation}"
-        args: list[str | bytes | float | int] = [
-            encode_turn(turn),
-            now,
-            self._ttl_ms,
-            self._max_turns,
-            key.conversation,
-            os.urandom(8).hex(),
-            turn.model or "",
-            member,
-            *refs.index_keys(),
-        ]
+        index_keys = refs.index_keys()
+        args = [encode_turn(turn), now, self._ttl_ms, self._max_turns, os.urandom(8).hex()]
         with _failures("append"):
-            index, count = await self._script(self._append)(
-                keys=self._keys(key.tenant, key.conversation), args=args
+            index, gen, stale = await self._run(
+                "APPEND",
+                self.keys.conversation(tenant, conversation),
+                [*args, turn.model or "", *index_keys],
+            )
+            index = int(index)
+            member = f"{tenant}{SEP}{conversation}"
+            head = [conversation, gen, index, now, self._ttl_ms, len(stale)]
+            _, count = await asyncio.gather(
+                self._run("INDEX", self.keys.tenant(tenant), [*head, *stale, *index_keys]),
+                self._run("TOUCH", [self.keys.recent], [now, member, self._ttl_ms]),
             )
         if now >= self._next_sweep or int(count) > self._max_conversations:
             try:
-                await self._sweep(r, now, int(count), member)
-            except (RedisError, OSError, TimeoutError):
+                await self._sweep(now, int(count), member)
+            except (RedisError, RedisClusterException, OSError, TimeoutError):
                 # The turn is stored, so this append succeeded; the sweep is
                 # housekeeping and runs again on the next write.
                 self._next_sweep = 0.0
-        return int(index)
+        return index
 
-    async def _sweep(self, r: aioredis.Redis, now: float, count: int, current: str) -> None:
+    async def _sweep(self, now: float, count: int, current: str) -> None:
         """Drop expired conversations (their keys are gone already; this clears
         what points at them), then the least recently written ones while there
         are more than `max_conversations`."""
+        r = self._client()
         self._next_sweep = now + min(self._ttl, SWEEP_INTERVAL)
-        recent = f"{self._prefix}recent"
+        recent = self.keys.recent
         cutoff = now - self._ttl
         expired = _texts(
-            await r.zrangebyscore(recent, "-inf", f"({cutoff}", start=0, num=SWEEP_BATCH)
+            await _settled(
+                lambda: r.zrangebyscore(recent, "-inf", f"({cutoff}", start=0, num=SWEEP_BATCH)
+            )
         )
         for member in expired:
-            await self._drop(r, member, limit=cutoff)
+            await self._drop(member, limit=cutoff)
         excess = count - len(expired) - self._max_conversations
         if excess <= 0:
             return
-        for member, score in _scored(await r.zrange(recent, 0, excess, withscores=True)):
+        oldest = _scored(await _settled(lambda: r.zrange(recent, 0, excess, withscores=True)))
+        for member, score in oldest:
             if excess <= 0:
                 break
             if member == current:
                 continue
-            if await self._drop(r, member, limit=score) == 1:
+            if await self._drop(member, limit=score) == 1:
                 self.evictions += 1
                 excess -= 1
 
-    async def _drop(self, r: aioredis.Redis, member: str, limit: float | None) -> int:
+    async def _drop(self, member: str, limit: float | None) -> int:
+        """Drop a conversation unless written after `limit`; then what points
+        at it: its index entries, its place in the recency sets."""
         tenant, _, conversation = member.partition(SEP)
-        keys = self._keys(tenant, conversation)
         bound = "" if limit is None else repr(limit)
-        return int(
-            await self._script(self._drop_script)(keys=keys, args=[conversation, member, bound])
+        status, written, refs = await self._run(
+            "DROP", self.keys.conversation(tenant, conversation), [bound]
         )
+        if int(status) == -1:
+            return -1
+        # unlist only what was written up to the dropped incarnation's last write
+        newest = _text(written) if written else bound
+        await asyncio.gather(
+            self._run("UNINDEX", self.keys.tenant(tenant), [conversation, newest, *refs]),
+            self._run("UNLIST", [self.keys.recent], [member, newest]),
+        )
+        return int(status)
 
     async def turns(self, key: ConversationKey) -> list[Turn]:
-        turns_key = self._keys(key.tenant, key.conversation)[0]
+        r = self._client()
+        turns_key = self.keys.conversation(key.tenant, key.conversation)[0]
         with _failures("read"):
-            return decode_turns(await self._client().lrange(turns_key, 0, -1))
+            return decode_turns(await _settled(lambda: r.lrange(turns_key, 0, -1)))
 
     async def lookup(self, tenant: str, index_key: str) -> Turn | None:
-        p = self._prefix
+        r = self._client()
+        index = self.keys.tenant(tenant)[0]
         with _failures("lookup"):
-            record = await self._script(self._lookup)(
-                keys=[f"{p}index:{tenant}"],
-                args=[index_key, f"{p}turns:{tenant}:", f"{p}conv:{tenant}:"],
-            )
+            ref = await _settled(lambda: r.hget(index, index_key))
+            if ref is None:
+                return None
+            conversation, _, rest = _text(ref).rpartition(SEP)
+            conversation, _, gen = conversation.rpartition(SEP)
+            if not rest.isdigit():
+                return None
+            keys = self.keys.conversation(tenant, conversation)[:2]
+            record = await self._run("LOOKUP", keys, [gen, rest])
             return None if record is None else decode_turn(record)
 
     async def delete(self, key: ConversationKey) -> bool:
         with _failures("delete"):
-            member = f"{key.tenant}{SEP}{key.conversation}"
-            return await self._drop(self._client(), member, limit=None) == 1
+            return await self._drop(f"{key.tenant}{SEP}{key.conversation}", limit=None) == 1
 
     async def conversations(self, tenant: str | None, limit: int = 100) -> list[ConversationInfo]:
         r = self._client()
         cutoff = self._clock() - self._ttl
-        recent = f"{self._prefix}recent" + ("" if tenant is None else f":{tenant}")
+        recent = self.keys.recent if tenant is None else self.keys.tenant(tenant)[1]
         with _failures("list"):
-            found = await r.zrevrangebyscore(
-                recent, "+inf", cutoff, start=0, num=limit, withscores=True
+            found = await _settled(
+                lambda: r.zrevrangebyscore(
+                    recent, "+inf", cutoff, start=0, num=limit, withscores=True
+                )
             )
             names: list[tuple[str, str, float]] = []
             for member, score in _scored(found):
                 t, _, c = member.partition(SEP) if tenant is None else (tenant, "", member)
                 names.append((t, c, score))
-            async with r.pipeline(transaction=False) as pipe:
-                for t, c, _ in names:
-                    pipe.hmget(self._keys(t, c)[1], ["n", "model"])
-                metas: Sequence[list[bytes | None]] = await pipe.execute()
+            conv_keys = [self.keys.conversation(t, c)[1] for t, c, _ in names]
+            metas = await _settled(lambda: self._each(r, conv_keys, "HMGET", "n", "model"))
         out: list[ConversationInfo] = []
         for (t, c, updated), (n, model) in zip(names, metas, strict=True):
             if n is None:  # expired or dropped since the listing
@@ -487,61 +459,81 @@ class RedisStore:
             out.append(ConversationInfo(t, c, int(n), updated, model.decode() if model else None))
         return out
 
+    @staticmethod
+    async def _each(r: Client, keys: list[str], *command: str) -> list[Any]:
+        """One command per key, pipelined (on a cluster, per node)."""
+        name, *rest = command
+        async with r.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.execute_command(name, key, *rest)
+            return list(await pipe.execute())
+
     # -- profiles ----------------------------------------------------------------
 
     async def get_profile(self, name: str) -> dict[str, Any] | None:
+        r = self._client()
         with _failures("profile read"):
-            body = await self._client().hget(f"{self._prefix}profiles", name)
+            body = await _settled(lambda: r.hget(self.keys.profiles, name))
             if body is None:
                 return None
             value: dict[str, Any] = orjson.loads(body)
             return value
 
     async def put_profile(self, name: str, values: dict[str, Any]) -> None:
+        r = self._client()
         with _failures("profile write"):
-            await self._client().hset(f"{self._prefix}profiles", name, orjson.dumps(values))
+            await _settled(lambda: r.hset(self.keys.profiles, name, orjson.dumps(values)))
 
     async def delete_profile(self, name: str) -> bool:
+        r = self._client()
         with _failures("profile delete"):
-            return int(await self._client().hdel(f"{self._prefix}profiles", name)) > 0
+            return int(await _settled(lambda: r.hdel(self.keys.profiles, name))) > 0
 
     async def list_profiles(self) -> dict[str, dict[str, Any]]:
+        r = self._client()
         with _failures("profile list"):
-            items = await self._client().hgetall(f"{self._prefix}profiles")
+            items = await _settled(lambda: r.hgetall(self.keys.profiles))
             return {_text(k): orjson.loads(v) for k, v in items.items()}
 
     # -- stored responses ----------------------------------------------------------
 
     async def put_response(self, tenant: str, response_id: str, record: bytes) -> None:
-        p = self._prefix
+        """The record, then its place in `rp:responses`, then the records
+        evicted to make room (each in its own slot)."""
+        r = self._client()
         now = self._clock()
+        member = f"{tenant}{SEP}{response_id}"
+        body = bytes(record)
+        key = self.keys.response(tenant, response_id)
         with _failures("response write"):
-            dropped = await self._script(self._put_response)(
-                keys=[f"{p}resp:{tenant}:{response_id}", f"{p}responses"],
-                args=[
-                    bytes(record),
-                    self._ttl_ms,
-                    now,
-                    now - self._ttl,
-                    self._max_conversations,
-                    f"{tenant}{SEP}{response_id}",
-                    f"{p}resp:",
-                ],
+            await _settled(lambda: r.set(key, body, px=self._ttl_ms))
+            evicted = _texts(
+                await self._run(
+                    "LIST_RESPONSE",
+                    [self.keys.responses],
+                    [now, member, self._ttl_ms, now - self._ttl, self._max_conversations],
+                )
             )
-        self.evictions += int(dropped)
+            for gone in evicted:
+                t, _, i = gone.partition(SEP)
+                gone_key = self.keys.response(t, i)
+                await _settled(lambda: r.delete(gone_key))  # noqa: B023 (awaited at once)
+        self.evictions += len(evicted)
 
     async def get_response(self, tenant: str, response_id: str) -> bytes | None:
+        r = self._client()
+        key = self.keys.response(tenant, response_id)
         with _failures("response read"):
-            record = await self._client().get(f"{self._prefix}resp:{tenant}:{response_id}")
+            record = await _settled(lambda: r.get(key))
         return None if record is None else _bytes(record)
 
     async def delete_response(self, tenant: str, response_id: str) -> bool:
         r = self._client()
+        key = self.keys.response(tenant, response_id)
+        member = f"{tenant}{SEP}{response_id}"
         with _failures("response delete"):
-            async with r.pipeline(transaction=True) as pipe:
-                pipe.delete(f"{self._prefix}resp:{tenant}:{response_id}")
-                pipe.zrem(f"{self._prefix}responses", f"{tenant}{SEP}{response_id}")
-                deleted, _ = await pipe.execute()
+            deleted = await _settled(lambda: r.delete(key))
+            await _settled(lambda: r.zrem(self.keys.responses, member))
         return int(deleted) > 0
 
     async def stats(self) -> StoreStats:
@@ -551,14 +543,15 @@ class RedisStore:
         r = self._client()
         cutoff = self._clock() - self._ttl
         with _failures("stats"):
-            members = _texts(await r.zrangebyscore(f"{self._prefix}recent", cutoff, "+inf"))
-            async with r.pipeline(transaction=False) as pipe:
-                for member in members:
-                    tenant, _, conversation = member.partition(SEP)
-                    turns_key = self._keys(tenant, conversation)[0]
-                    pipe.llen(turns_key)
-                    pipe.memory_usage(turns_key)
-                results = await pipe.execute()
-        turns = sum(int(n) for n in results[0::2])
-        used = sum(int(b or 0) for b in results[1::2])
+            members = _texts(
+                await _settled(lambda: r.zrangebyscore(self.keys.recent, cutoff, "+inf"))
+            )
+            turn_keys = []
+            for member in members:
+                tenant, _, conversation = member.partition(SEP)
+                turn_keys.append(self.keys.conversation(tenant, conversation)[0])
+            lengths = await _settled(lambda: self._each(r, turn_keys, "LLEN"))
+            sizes = await _settled(lambda: self._each(r, turn_keys, "MEMORY USAGE"))
+        turns = sum(int(n) for n in lengths)
+        used = sum(int(b or 0) for b in sizes)
         return StoreStats(len(members), turns, used, {"evictions": self.evictions})

@@ -1,10 +1,12 @@
-"""Fixtures of the store tests: one real redis-server for the session, and
-`backend`, which runs each contract test against memory, SQLite and Redis."""
+"""Fixtures of the store tests: one real redis-server and one real
+three-master Redis Cluster for the session, and `backend`, which runs each
+contract test against memory, SQLite, Redis and Redis Cluster."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from proxy.stores.base import ReasoningStore
 from proxy.stores.memory import MemoryStore
 from proxy.stores.redis import RedisStore
 from proxy.stores.sqlite import SQLiteStore
+from tests.stores.cluster import LocalCluster
 
 START = 1_800_000_000.0
 _prefixes = itertools.count()
@@ -67,7 +70,7 @@ class Backend:
 
     async def later(self, seconds: float) -> None:
         self.tick(seconds)
-        if self.kind == "redis":
+        if self.kind.startswith("redis"):
             await anyio.sleep(seconds)
 
     async def close(self) -> None:
@@ -75,9 +78,24 @@ class Backend:
             await store.close()
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[LocalCluster]:
+    """Three redis-servers in cluster mode, every slot assigned, for the session."""
+    with tempfile.TemporaryDirectory(prefix="rp-cluster-") as directory:
+        cluster = LocalCluster(Path(directory))
+        try:
+            yield cluster.start()
+        finally:
+            cluster.stop()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster"])
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
-    url = request.getfixturevalue("redis_server").url if request.param == "redis" else None
+    url = None
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_server").url
+    elif request.param == "redis-cluster":
+        url = request.getfixturevalue("redis_cluster").url
     backend = Backend(request.param, tmp_path, url)
     try:
         yield backend

@@ -1,7 +1,9 @@
 """A Redis Cluster node given as a plain redis:// URL: its writes would fail
 on MOVED, so the proxy must not report ready and silently lose turns. It
-refuses to start when the node answers at start-up, and /readyz says 503
-(the store's ping fails) when the node shows up only later."""
+refuses to start when the node answers at start-up (naming
+redis+cluster://, the URL a cluster needs), and /readyz says 503 (the
+store's ping fails) when the node shows up only later. The other way round,
+redis+cluster:// naming a standalone server, is refused the same way."""
 
 from __future__ import annotations
 
@@ -33,10 +35,18 @@ def cluster_node(tmp_path: Path) -> Iterator[RedisServer]:
 def test_check_store_refuses_a_cluster_node_and_passes_a_standalone_server(
     cluster_node: RedisServer, redis_server: RedisServer
 ) -> None:
-    with pytest.raises(ConfigError, match="Redis Cluster is not supported"):
+    with pytest.raises(ConfigError, match=r"Redis Cluster node: .* redis\+cluster://"):
         check_store(cluster_node.url)
     check_store(redis_server.url)
     check_store(f"redis://127.0.0.1:{free_port()}/0")  # down now: the proxy may start
+
+
+def test_check_store_refuses_a_cluster_url_naming_a_standalone_server(
+    redis_server: RedisServer,
+) -> None:
+    with pytest.raises(ConfigError, match="not in cluster mode: use redis://"):
+        check_store(f"redis+cluster://127.0.0.1:{redis_server.port}")
+    check_store(f"redis+cluster://127.0.0.1:{free_port()}")  # down now: the proxy may start
 
 
 def test_serve_on_a_cluster_node_stops_at_start(
@@ -46,7 +56,8 @@ def test_serve_on_a_cluster_node_stops_at_start(
     command = serve_command("--upstream", upstream.url, "--store", cluster_node.url, "--port", port)
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
-    assert "Redis Cluster is not supported" in done.stderr
+    assert "names a Redis Cluster node" in done.stderr
+    assert "redis+cluster://" in done.stderr
     assert cluster_node.url not in done.stderr
 
 

@@ -39,24 +39,24 @@ async def test_every_history_key_is_namespaced_and_expires(
         found = await raw.keys("ttl-check:*")
         names = sorted(k.decode() if isinstance(k, bytes) else k for k in found)
         assert names == [
-            "ttl-check:conv:t-alice:c1",
-            "ttl-check:index:t-alice",
             "ttl-check:profiles",
             "ttl-check:recent",
-            "ttl-check:recent:t-alice",
-            "ttl-check:refs:t-alice:c1",
-            "ttl-check:turns:t-alice:c1",
+            "ttl-check:{t-alice:c1}:conv",
+            "ttl-check:{t-alice:c1}:refs",
+            "ttl-check:{t-alice:c1}:turns",
+            "ttl-check:{t-alice}:index",
+            "ttl-check:{t-alice}:recent",
         ]
         ttls = {name: await raw.pttl(name) for name in names}
         assert ttls.pop("ttl-check:profiles") == -1  # settings, not history
-        assert 1_200_000 - 5_000 < ttls.pop("ttl-check:refs:t-alice:c1") <= 1_200_000
+        assert 1_200_000 - 5_000 < ttls.pop("ttl-check:{t-alice:c1}:refs") <= 1_200_000
         assert all(600_000 - 5_000 < ttl <= 600_000 for ttl in ttls.values()), ttls
 
         # a write refreshes the TTL of what it touches
-        await raw.pexpire("ttl-check:turns:t-alice:c1", 1_000)
+        await raw.pexpire("ttl-check:{t-alice:c1}:turns", 1_000)
         await store.append(key, turn("2"), TurnRefs())
-        assert await raw.pttl("ttl-check:turns:t-alice:c1") > 590_000
-        assert await raw.lrange("ttl-check:turns:t-alice:c1", 0, -1) != []
+        assert await raw.pttl("ttl-check:{t-alice:c1}:turns") > 590_000
+        assert await raw.lrange("ttl-check:{t-alice:c1}:turns", 0, -1) != []
     finally:
         await store.close()
 
@@ -71,9 +71,9 @@ async def test_an_index_entry_of_an_expired_conversation_never_matches_its_succe
         await store.append(key, turn("old", call="call_old"), TurnRefs(("call_old",)))
         # the conversation expires and so does its record of what it indexed,
         # while the tenant's index lives on (the tenant kept writing elsewhere)
-        await raw.delete("gen:turns:t-alice:c1", "gen:conv:t-alice:c1", "gen:refs:t-alice:c1")
+        await raw.delete("gen:{t-alice:c1}:turns", "gen:{t-alice:c1}:conv", "gen:{t-alice:c1}:refs")
         assert await store.append(key, turn("new"), TurnRefs()) == 0
-        assert await raw.hget("gen:index:t-alice", "t:call_old") is not None
+        assert await raw.hget("gen:{t-alice}:index", "t:call_old") is not None
         assert await store.lookup(ALICE, "t:call_old") is None
     finally:
         await store.close()
@@ -91,12 +91,12 @@ async def test_a_sweep_clears_what_points_at_expired_conversations(
         )
         clock.now += 31
         # what Redis would have done by then; the index lives on (Alice kept writing)
-        await raw.delete("sweep:turns:t-alice:gone", "sweep:conv:t-alice:gone")
+        await raw.delete("sweep:{t-alice:gone}:turns", "sweep:{t-alice:gone}:conv")
         await store.append(ConversationKey(ALICE, "live"), turn("y"), TurnRefs())
-        assert await raw.hgetall("sweep:index:t-alice") == {}
+        assert await raw.hgetall("sweep:{t-alice}:index") == {}
         assert await raw.zrange("sweep:recent", 0, -1) == [b"t-alice\x1flive"]
-        assert await raw.zrange("sweep:recent:t-alice", 0, -1) == [b"live"]
-        assert await raw.exists("sweep:refs:t-alice:gone") == 0
+        assert await raw.zrange("sweep:{t-alice}:recent", 0, -1) == [b"live"]
+        assert await raw.exists("sweep:{t-alice:gone}:refs") == 0
     finally:
         await store.close()
 
