@@ -220,6 +220,9 @@ def _cluster_client(url: str) -> RedisCluster:
         "socket_timeout": SOCKET_TIMEOUT,
         # one retry after a reconnect or a fresh look at the cluster's layout
         "retry": Retry(NoBackoff(), 1),
+        # a MOVED only patches that slot's owner: redis-py's periodic full
+        # refresh closes every node's connections, under the calls that use them
+        "reinitialize_steps": 0,
         **parsed.options,
     }
     nodes = [ClusterNode(host, port) for host, port in parsed.nodes]
@@ -249,19 +252,6 @@ def _failures(what: str) -> Iterator[None]:
         raise StoreFailure(f"redis store {what} failed: {type(exc).__name__}: {exc}") from exc
 
 
-async def _settled(call: Callable[[], Awaitable[T]]) -> T:
-    """`call()`, again while a cluster answers that it did not run it (a slot
-    in migration: TRYAGAIN, or redirections redis-py gave up on)."""
-    deadline = time.monotonic() + SETTLE_SECONDS
-    while True:
-        try:
-            return await call()
-        except _UNSETTLED:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(SETTLE_PAUSE)
-
-
 class RedisStore:
     name = "redis"
 
@@ -288,6 +278,7 @@ class RedisStore:
         self._scripts: dict[str, AsyncScript] = {}
         self._next_sweep = 0.0
         self.evictions = 0
+        self.unsettled = 0  # calls a cluster did not run (TRYAGAIN...), tried again
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -330,11 +321,24 @@ class RedisStore:
             raise StoreFailure("the redis store is not started")
         return self._redis
 
+    async def _settled(self, call: Callable[[], Awaitable[T]]) -> T:
+        """`call()`, again while a cluster answers that it did not run it (a
+        slot in migration: TRYAGAIN, or redirections redis-py gave up on)."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while True:
+            try:
+                return await call()
+            except _UNSETTLED:
+                if time.monotonic() > deadline:
+                    raise
+                self.unsettled += 1
+                await asyncio.sleep(SETTLE_PAUSE)
+
     async def _run(self, script: str, keys: list[str], args: Sequence[Any]) -> Any:
         if not self._scripts:
             raise StoreFailure("the redis store is not started")
         run = self._scripts[script]
-        return await _settled(lambda: run(keys=keys, args=args))
+        return await self._settled(lambda: run(keys=keys, args=args))
 
     # -- turns -------------------------------------------------------------------
 
@@ -374,7 +378,7 @@ class RedisStore:
         recent = self.keys.recent
         cutoff = now - self._ttl
         expired = _texts(
-            await _settled(
+            await self._settled(
                 lambda: r.zrangebyscore(recent, "-inf", f"({cutoff}", start=0, num=SWEEP_BATCH)
             )
         )
@@ -383,7 +387,7 @@ class RedisStore:
         excess = count - len(expired) - self._max_conversations
         if excess <= 0:
             return
-        oldest = _scored(await _settled(lambda: r.zrange(recent, 0, excess, withscores=True)))
+        oldest = _scored(await self._settled(lambda: r.zrange(recent, 0, excess, withscores=True)))
         for member, score in oldest:
             if excess <= 0:
                 break
@@ -415,13 +419,13 @@ class RedisStore:
         r = self._client()
         turns_key = self.keys.conversation(key.tenant, key.conversation)[0]
         with _failures("read"):
-            return decode_turns(await _settled(lambda: r.lrange(turns_key, 0, -1)))
+            return decode_turns(await self._settled(lambda: r.lrange(turns_key, 0, -1)))
 
     async def lookup(self, tenant: str, index_key: str) -> Turn | None:
         r = self._client()
         index = self.keys.tenant(tenant)[0]
         with _failures("lookup"):
-            ref = await _settled(lambda: r.hget(index, index_key))
+            ref = await self._settled(lambda: r.hget(index, index_key))
             if ref is None:
                 return None
             conversation, _, rest = _text(ref).rpartition(SEP)
@@ -441,7 +445,7 @@ class RedisStore:
         cutoff = self._clock() - self._ttl
         recent = self.keys.recent if tenant is None else self.keys.tenant(tenant)[1]
         with _failures("list"):
-            found = await _settled(
+            found = await self._settled(
                 lambda: r.zrevrangebyscore(
                     recent, "+inf", cutoff, start=0, num=limit, withscores=True
                 )
@@ -451,7 +455,7 @@ class RedisStore:
                 t, _, c = member.partition(SEP) if tenant is None else (tenant, "", member)
                 names.append((t, c, score))
             conv_keys = [self.keys.conversation(t, c)[1] for t, c, _ in names]
-            metas = await _settled(lambda: self._each(r, conv_keys, "HMGET", "n", "model"))
+            metas = await self._settled(lambda: self._each(r, conv_keys, "HMGET", "n", "model"))
         out: list[ConversationInfo] = []
         for (t, c, updated), (n, model) in zip(names, metas, strict=True):
             if n is None:  # expired or dropped since the listing
@@ -473,7 +477,7 @@ class RedisStore:
     async def get_profile(self, name: str) -> dict[str, Any] | None:
         r = self._client()
         with _failures("profile read"):
-            body = await _settled(lambda: r.hget(self.keys.profiles, name))
+            body = await self._settled(lambda: r.hget(self.keys.profiles, name))
             if body is None:
                 return None
             value: dict[str, Any] = orjson.loads(body)
@@ -482,17 +486,17 @@ class RedisStore:
     async def put_profile(self, name: str, values: dict[str, Any]) -> None:
         r = self._client()
         with _failures("profile write"):
-            await _settled(lambda: r.hset(self.keys.profiles, name, orjson.dumps(values)))
+            await self._settled(lambda: r.hset(self.keys.profiles, name, orjson.dumps(values)))
 
     async def delete_profile(self, name: str) -> bool:
         r = self._client()
         with _failures("profile delete"):
-            return int(await _settled(lambda: r.hdel(self.keys.profiles, name))) > 0
+            return int(await self._settled(lambda: r.hdel(self.keys.profiles, name))) > 0
 
     async def list_profiles(self) -> dict[str, dict[str, Any]]:
         r = self._client()
         with _failures("profile list"):
-            items = await _settled(lambda: r.hgetall(self.keys.profiles))
+            items = await self._settled(lambda: r.hgetall(self.keys.profiles))
             return {_text(k): orjson.loads(v) for k, v in items.items()}
 
     # -- stored responses ----------------------------------------------------------
@@ -506,7 +510,7 @@ class RedisStore:
         body = bytes(record)
         key = self.keys.response(tenant, response_id)
         with _failures("response write"):
-            await _settled(lambda: r.set(key, body, px=self._ttl_ms))
+            await self._settled(lambda: r.set(key, body, px=self._ttl_ms))
             evicted = _texts(
                 await self._run(
                     "LIST_RESPONSE",
@@ -517,14 +521,14 @@ class RedisStore:
             for gone in evicted:
                 t, _, i = gone.partition(SEP)
                 gone_key = self.keys.response(t, i)
-                await _settled(lambda: r.delete(gone_key))  # noqa: B023 (awaited at once)
+                await self._settled(lambda: r.delete(gone_key))  # noqa: B023 (awaited at once)
         self.evictions += len(evicted)
 
     async def get_response(self, tenant: str, response_id: str) -> bytes | None:
         r = self._client()
         key = self.keys.response(tenant, response_id)
         with _failures("response read"):
-            record = await _settled(lambda: r.get(key))
+            record = await self._settled(lambda: r.get(key))
         return None if record is None else _bytes(record)
 
     async def delete_response(self, tenant: str, response_id: str) -> bool:
@@ -532,8 +536,8 @@ class RedisStore:
         key = self.keys.response(tenant, response_id)
         member = f"{tenant}{SEP}{response_id}"
         with _failures("response delete"):
-            deleted = await _settled(lambda: r.delete(key))
-            await _settled(lambda: r.zrem(self.keys.responses, member))
+            deleted = await self._settled(lambda: r.delete(key))
+            await self._settled(lambda: r.zrem(self.keys.responses, member))
         return int(deleted) > 0
 
     async def stats(self) -> StoreStats:
@@ -544,14 +548,14 @@ class RedisStore:
         cutoff = self._clock() - self._ttl
         with _failures("stats"):
             members = _texts(
-                await _settled(lambda: r.zrangebyscore(self.keys.recent, cutoff, "+inf"))
+                await self._settled(lambda: r.zrangebyscore(self.keys.recent, cutoff, "+inf"))
             )
             turn_keys = []
             for member in members:
                 tenant, _, conversation = member.partition(SEP)
                 turn_keys.append(self.keys.conversation(tenant, conversation)[0])
-            lengths = await _settled(lambda: self._each(r, turn_keys, "LLEN"))
-            sizes = await _settled(lambda: self._each(r, turn_keys, "MEMORY USAGE"))
+            lengths = await self._settled(lambda: self._each(r, turn_keys, "LLEN"))
+            sizes = await self._settled(lambda: self._each(r, turn_keys, "MEMORY USAGE"))
         turns = sum(int(n) for n in lengths)
         used = sum(int(b or 0) for b in sizes)
         return StoreStats(len(members), turns, used, {"evictions": self.evictions})

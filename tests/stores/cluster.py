@@ -35,7 +35,7 @@ class Node:
         with self.client() as c:
             return c.execute_command(*args)
 
-    def keys(self) -> list[str]:
+    def key_names(self) -> list[str]:
         with self.client() as c:
             return sorted(k.decode() for k in c.keys("*"))
 
