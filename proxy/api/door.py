@@ -153,7 +153,7 @@ class Door:
         async def stream(response: Response) -> None:
             normalizer = state.normalizer = StreamNormalizer(options)
             if rt.live.active:
-                normalizer.tap = []
+                normalizer.watch()
                 self._watch(ex)
 
             async def remember(turn: Turn | None) -> None:

@@ -101,6 +101,7 @@ class StreamRelay:
         read = response.read
         feed = normalizer.feed
         watcher = ex.watcher
+        tap = normalizer.tap
         first = True
         held: list[bytes] | None = []  # what came before the first data event
         hold_until = time.monotonic() + ex.route.idle_timeout
@@ -115,8 +116,8 @@ class StreamRelay:
                         out = normalizer.finish()
                         break
                     out = feed(data)
-                    if watcher is not None and normalizer.tap:
-                        watcher.deltas(normalizer.tap)
+                    if tap is not None and tap.pairs and watcher is not None:
+                        watcher.deltas(tap.pairs)
                     if normalizer.state != OPEN:
                         break  # [DONE], or a failure: `out` ends the stream
                     if held is not None:
@@ -137,8 +138,8 @@ class StreamRelay:
                         send = trace.inner  # the trace has seen the first byte
         except UpstreamReadError as exc:
             out = normalizer.abort(read_failure(exc))
-        if normalizer.tap and watcher is not None:
-            watcher.deltas(normalizer.tap)
+        if tap is not None and tap.pairs and watcher is not None:
+            watcher.deltas(tap.pairs)
         failure = normalizer.failure
         trace.outcome = "complete" if normalizer.state == DONE else "failed"
         if failure is not None:

@@ -44,6 +44,7 @@ from proxy.reasoning.channels import (
     in_order,
 )
 from proxy.reasoning.shapes import Shape, learn
+from proxy.reasoning.tap import Tap
 from proxy.reasoning.sse import (
     DONE_EVENT,
     SSEComment,
@@ -144,9 +145,13 @@ class StreamNormalizer:
         self.state = OPEN
         self.seen_data = False  # a data event (not only comments) arrived
         self.first_error: Any = None  # the error object of a first event that is one
-        # When a list, (kind, text) of what the first choice sends the client
-        # ("reasoning" / "content") is appended to it; None costs nothing.
-        self.tap: list[tuple[str, str]] | None = None
+        # told what the first choice sends the client (`watch()`); None costs nothing
+        self.tap: Tap | None = None
+
+    def watch(self) -> Tap:
+        """From now on, record what the client is sent, for the live feed."""
+        self.tap = Tap(self._include)
+        return self.tap
 
     @property
     def failure(self) -> StreamFailure | None:
@@ -376,7 +381,7 @@ class StreamNormalizer:
             if not handled:
                 return _NOT_QUICK
             if self.tap is not None:
-                self._tap_delta(shape.index, delta)
+                self.tap.delta(shape.index, delta)
             if handled == UNCHANGED:
                 return None
             if shape.head is not None:
@@ -450,7 +455,7 @@ class StreamNormalizer:
                     handled = state.quick(delta, self._include)
                     if handled:
                         if self.tap is not None:
-                            self._tap_delta(index, delta)
+                            self.tap.delta(index, delta)
                         if handled == UNCHANGED:
                             return None
                         return b"data: " + orjson.dumps(obj) + b"\n\n"
@@ -493,7 +498,7 @@ class StreamNormalizer:
             if state.write(delta, segments, source, final):
                 changed = True
             if self.tap is not None:
-                self._tap(index, segments)
+                self.tap.segments(index, segments)
         if split is not None:
             return split
         if changed:
@@ -535,7 +540,7 @@ class StreamNormalizer:
         out.append(obj)
         if self.tap is not None:
             for run in runs:
-                self._tap(index, [run])
+                self.tap.segments(index, [run])
         return b"".join(b"data: " + orjson.dumps(o) + b"\n\n" for o in out)
 
     def _flush_choices(self) -> bytes:
@@ -553,7 +558,7 @@ class StreamNormalizer:
             if not delta:
                 continue
             if self.tap is not None:
-                self._tap(index, segments)
+                self.tap.segments(index, segments)
             chunk = {
                 **self._envelope,
                 "choices": [{"index": index, "delta": delta, "finish_reason": None}],
@@ -561,29 +566,6 @@ class StreamNormalizer:
             chunk.pop("finish_reason", None)
             out.append(b"data: " + orjson.dumps(chunk) + b"\n\n")
         return b"".join(out)
-
-    def _tap(self, index: Any, segments: list[tuple[int, str]]) -> None:
-        """Record what the client is sent of the first choice (for watchers),
-        as reasoning and answer whatever the shape it is sent in."""
-        if index != 0 or self.tap is None:
-            return
-        reasoning = "".join(t for k, t in segments if k != V)
-        if reasoning and self._include:
-            self.tap.append(("reasoning", reasoning))
-        content = "".join(t for k, t in segments if k == V)
-        if content:
-            self.tap.append(("content", content))
-
-    def _tap_delta(self, index: Any, delta: Json) -> None:
-        """`_tap` for a delta the quick path handled (the default shape)."""
-        if index != 0 or self.tap is None:
-            return
-        reasoning = delta.get("reasoning_content")
-        if reasoning and type(reasoning) is str and self._include:
-            self.tap.append(("reasoning", reasoning))
-        content = delta.get("content")
-        if content and type(content) is str:
-            self.tap.append(("content", content))
 
     def _done(self) -> bytes:
         self.state = DONE

@@ -684,9 +684,9 @@ def test_tap_records_what_the_first_choice_sends() -> None:
         chunk({}, "stop"),
     ]
     normalizer = StreamNormalizer()
-    normalizer.tap = []
+    tap = normalizer.watch()
     normalizer.feed(render_stream(chunks))
-    assert normalizer.tap == [
+    assert tap.pairs == [
         ("reasoning", "native "),
         ("content", "plain "),
         ("content", "xy"),
@@ -694,13 +694,13 @@ def test_tap_records_what_the_first_choice_sends() -> None:
         ("content", "<th"),
     ]
     hidden = StreamNormalizer(NormalizeOptions(include_in_response=False))
-    hidden.tap = []
+    hidden_tap = hidden.watch()
     hidden.feed(render_stream([chunk({"reasoning_content": "r"}), chunk({"content": "c"}, "stop")]))
-    assert hidden.tap == [("content", "c")]
+    assert hidden_tap.pairs == [("content", "c")]
     ordered = StreamNormalizer()
-    ordered.tap = []
+    ordered_tap = ordered.watch()
     ordered.feed(render_stream([chunk({"content": "A<think>r</think>B"}, "stop")]))
-    assert ordered.tap == [("content", "A"), ("reasoning", "r"), ("content", "B")]
+    assert ordered_tap.pairs == [("content", "A"), ("reasoning", "r"), ("content", "B")]
 
 
 def test_done_alone_after_a_held_prefix_releases_it() -> None:
@@ -735,9 +735,9 @@ def test_tap_ignores_other_choices() -> None:
         "choices": [{"index": 1, "delta": {"content": "other"}, "finish_reason": None}],
     }
     normalizer = StreamNormalizer()
-    normalizer.tap = []
+    tap = normalizer.watch()
     normalizer.feed(render_stream([first, first, chunk({"content": "mine <th"})]))
-    assert normalizer.tap == [("content", "mine "), ("content", "<th")]  # held, then flushed
+    assert tap.pairs == [("content", "mine "), ("content", "<th")]  # held, then flushed
 
 
 @pytest.mark.parametrize(

@@ -446,7 +446,9 @@ def test_learned_shapes_read_exactly_the_chunks_they_describe(
     obj = make(text)
     data = dumps(obj)
     shape = learn(data, orjson.loads(data))
-    if (dumps is orjson.dumps or dumps is spaced_utf8 or text.isascii()) and data.count(
+    # (json.dumps escapes DEL, which orjson writes as it is)
+    plain = text.isascii() and "\x7f" not in text
+    if (dumps is orjson.dumps or dumps is spaced_utf8 or plain) and data.count(
         orjson.dumps(field)
     ) == 1:
         # the common writings, the field's name nowhere else: the text is
@@ -613,7 +615,7 @@ def run(pieces: list[bytes], options: NormalizeOptions, tap: bool) -> tuple[Any,
     """Feed the reads to a normalizer: what the client reads, and the normalizer."""
     normalizer = StreamNormalizer(options)
     if tap:
-        normalizer.tap = []
+        normalizer.watch()
     out = b"".join(normalizer.feed(p) for p in pieces)
     return events_of(out + normalizer.finish()), normalizer
 
@@ -634,7 +636,7 @@ def assert_same(
         assert fast_out == slow_out
         assert fast.state == slow.state
         assert fast.failure == slow.failure
-        assert fast.tap == slow.tap
+        assert (fast.tap.pairs if fast.tap else None) == (slow.tap.pairs if slow.tap else None)
         assert fast.turn() == slow.turn()
         for index in (0, 1):
             assert fast.turn(index) == slow.turn(index)
@@ -713,7 +715,7 @@ def parsed_chunks(
 
     normalizer = StreamNormalizer(options)
     if tap:
-        normalizer.tap = []
+        normalizer.watch()
     with monkeypatch.context() as patch:
         patch.setattr(orjson, "loads", counting)
         normalizer.feed(body)
@@ -738,7 +740,7 @@ def test_a_long_native_stream_takes_the_shape_path(
     assert fast.turn().content == 'The answer is "42".\n' * 20
     assert fast.turn().thinking[0].thought == 'Let me "think"\\\n é 😀' * 20
     if tap:
-        assert "".join(t for k, t in fast.tap or [] if k == "reasoning") == (
+        assert "".join(t for k, t in (fast.tap.pairs if fast.tap else []) if k == "reasoning") == (
             'Let me "think"\\\n é 😀' * 20
         )
     # and byte by byte, and in reads of a few bytes
