@@ -44,7 +44,6 @@ from proxy.reasoning.channels import (
     in_order,
 )
 from proxy.reasoning.shapes import Shape, learn
-from proxy.reasoning.tap import Tap
 from proxy.reasoning.sse import (
     DONE_EVENT,
     SSEComment,
@@ -54,6 +53,7 @@ from proxy.reasoning.sse import (
     encode_comment,
     encode_event,
 )
+from proxy.reasoning.tap import Tap
 
 OPEN, DONE, FAILED = "open", "done", "failed"
 _NO_MATCH = object()  # _shaped: not a chunk of a known shape
