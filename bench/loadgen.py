@@ -9,8 +9,8 @@ request: latency (send to last byte), TTFB (send to first body byte), SSE
 client exceptions, a stream without `[DONE]`).
 
 With `--watch-pid`, the CPU seconds (user + system, all threads) that process
-used during the counted window are reported too: bench/run.py points it at
-the proxy.
+and the processes under it (a server's workers) used during the counted
+window are reported too: bench/run.py points it at the proxy.
 
     python -m bench.loadgen http://127.0.0.1:8900/v1 --model bench-native --stream \\
         --concurrency 32 --duration 10 [--json]
@@ -76,13 +76,35 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(p * len(ordered)) - 1))]
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc/<pid>/stat."""
+def _stat_fields(pid: int | str) -> list[bytes]:
     with open(f"/proc/{pid}/stat", "rb") as f:
         stat = f.read()
     # the command name may hold spaces or parentheses: count fields after the last ')'
-    fields = stat[stat.rindex(b")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return stat[stat.rindex(b")") + 2 :].split()
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process and of every process under it (a server's
+    workers), from /proc/<pid>/stat."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                parent = int(_stat_fields(entry)[1])
+            except (OSError, ValueError, IndexError):
+                continue  # gone since the listing
+            children.setdefault(parent, []).append(int(entry))
+    total = 0
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            fields = _stat_fields(current)
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+        todo += children.get(current, [])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def request_body(model: str, stream: bool) -> bytes:

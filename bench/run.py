@@ -234,6 +234,8 @@ def start_servers(children: Children, args: argparse.Namespace) -> Servers:
     wait_http(f"http://127.0.0.1:{up_port}/health", upstream, children, "upstream", READY_TIMEOUT)
     direct_url = f"http://127.0.0.1:{up_port}/v1"
     serve = ["serve", "--upstream", direct_url, "--port", str(proxy_port), "--log-level", "warning"]
+    if args.workers > 1:
+        serve += ["--workers", str(args.workers)]
     proxy = children.start("proxy", args.proxy_cores, [py, "-m", "proxy", *serve])
     wait_http(f"http://127.0.0.1:{proxy_port}/readyz", proxy, children, "proxy", READY_TIMEOUT)
     return Servers(upstream, proxy, direct_url, f"http://127.0.0.1:{proxy_port}/v1")
@@ -535,6 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--only", help="comma-separated: stream,nonstream,tags,ttft")
     parser.add_argument("--proxy-cores", default="0", help="taskset -c list for the proxy")
     parser.add_argument(
+        "--workers", type=int, default=1, help="proxy worker processes (CPU counted over all)"
+    )
+    parser.add_argument(
         "--load-cores", default="1", help="taskset -c list for upstream and load generator"
     )
     parser.add_argument("--rss-run", type=float, metavar="SECONDS", help="the RSS run instead")
@@ -617,7 +622,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     changes = len(code["proxy_changes"])
     print(
         f"\nmachine: {before['cpus']} x {before['cpu_model']}, Python {before['python']}, "
-        f"proxy on cores {args.proxy_cores}, upstream + load on {args.load_cores}; "
+        f"proxy ({args.workers} worker(s)) on cores {args.proxy_cores}, "
+        f"upstream + load on {args.load_cores}; "
         f"load average before {before['loadavg']}, after {after['loadavg']}; "
         f"proxy code {code['commit'] or 'unknown'}"
         + (f" + {changes} uncommitted change(s) under proxy/" if changes else "")

@@ -23,6 +23,7 @@ from proxy.dialects import (
     DEFAULT_DIALECT,
     DIALECTS,
     Dialect,
+    Param,
     apply_params,
     dialect_for,
     plan_params,
@@ -44,6 +45,9 @@ from proxy.settings import (
 )
 from proxy.stores.base import StoreFailure
 from proxy.upstream import strip_hop_by_hop
+
+# a request's dialect, settings, body parameters and unhonoured settings
+Decided = tuple[Dialect, ReasoningSettings, list[Param], tuple[str, ...]]
 
 # request headers that are the proxy's own and never go upstream
 OWN_HEADERS = ("x-reasoning-", "x-conversation-id")
@@ -80,6 +84,9 @@ class Planner:
     def __init__(self, runtime: Runtime) -> None:
         self.rt = runtime
         self._routes: dict[str | None, Route | None] = {}
+        # (route, model, config profile, header settings) -> what they decide;
+        # the same few combinations come back request after request
+        self._decided: dict[tuple[Any, ...], tuple[Route, Decided]] = {}
 
     def authorize(self, headers: list[tuple[str, str]]) -> str | None:
         """The client's Authorization value; 401 when the proxy requires one."""
@@ -110,7 +117,8 @@ class Planner:
         authorization = self.authorize(headers)
         from_headers = header_overrides(headers)
         conversation = request_conversation_id(headers)
-        profile = await self._profile(request_profile(headers))
+        profile_name = request_profile(headers)
+        profile = await self._profile(profile_name)
         payload = parse_json_object(await body())
         messages = payload.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -120,8 +128,9 @@ class Planner:
         model = payload.get("model")
         model_name = model if isinstance(model, str) else None
         route = self.route(model_name)
-        dialect = dialect_for(route.dialect, route.dialect_source, model_name)
-        settings = resolve(rt.config.defaults, route.reasoning, profile, from_headers)
+        dialect, settings, params, ignored = self._decide(
+            route, model_name, profile_name, profile, from_headers
+        )
         tenant = rt.tenant(authorization)
         key = ConversationKey(
             tenant, conversation or await rt.history.conversation_for(tenant, messages, route)
@@ -136,15 +145,13 @@ class Planner:
             settings=settings,
         )
         payload["messages"] = plan.result.messages
-        params = plan_params(dialect, settings, model_name or "")
-        apply_params(payload, params.params, frozenset(from_headers))
+        apply_params(payload, params, frozenset(from_headers) if from_headers else frozenset())
         extra = [
             ("x-context-tokens-effective", str(plan.effective)),
             ("x-context-tokens-raw", str(plan.raw)),
             ("x-conversation-id", key.conversation),
             ("x-reasoning-dialect", dialect.name),
         ]
-        ignored = ignored_settings(dialect, settings, params.ignored)
         if ignored:
             extra.append(("x-reasoning-ignored", ", ".join(ignored)))
         if route.context_limit:
@@ -162,6 +169,35 @@ class Planner:
             extra_headers=extra,
             dialect=dialect,
         )
+
+    def _decide(
+        self,
+        route: Route,
+        model: str | None,
+        profile_name: str | None,
+        profile: dict[str, Any] | None,
+        from_headers: dict[str, Any],
+    ) -> Decided:
+        """The dialect, settings and body parameters of a request, and the
+        settings the upstream cannot honour. A profile from the store may
+        change at any time, so only config profiles are remembered."""
+        key: tuple[Any, ...] | None = None
+        if profile_name is None or profile_name in self.rt.config.profiles:
+            try:
+                key = (route.name, model, profile_name, tuple(from_headers.items()))
+                known = self._decided.get(key)
+            except TypeError:  # a setting's value that cannot be a key
+                key = known = None
+            if known is not None and known[0] is route:
+                return known[1]
+        dialect = dialect_for(route.dialect, route.dialect_source, model)
+        settings = resolve(self.rt.config.defaults, route.reasoning, profile, from_headers)
+        params = plan_params(dialect, settings, model or "")
+        ignored = ignored_settings(dialect, settings, params.ignored)
+        decided = (dialect, settings, params.params, ignored)
+        if key is not None and len(self._decided) < 4096:
+            self._decided[key] = (route, decided)
+        return decided
 
     async def _profile(self, name: str | None) -> dict[str, Any] | None:
         if name is None:

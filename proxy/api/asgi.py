@@ -16,6 +16,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 JSON_TYPE = (b"content-type", b"application/json")
+# seconds before a request's disconnect watch starts its task (DisconnectWatch)
+WATCH_DELAY = 0.02
 
 
 class ClientGone(Exception):
@@ -29,17 +31,29 @@ class DisconnectWatch:
     upstream would go on streaming to its end (or be waited on until the idle
     timeout) for nobody. Start it once the request body is read (the watch
     takes over `receive`); set `complete` when the response is complete, so a
-    late disconnect changes nothing; `stop()` in a `finally`."""
+    late disconnect changes nothing; `stop()` in a `finally`.
 
-    __slots__ = ("_task", "_watcher", "complete", "gone")
+    The watching task starts `WATCH_DELAY` seconds after the watch: a
+    response done sooner (a quick upstream, an error) never pays for a task,
+    and a client that leaves is still noticed within that delay."""
+
+    __slots__ = ("_receive", "_task", "_timer", "_watcher", "complete", "gone")
 
     def __init__(self, receive: Receive) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._task = task
+        self._receive = receive
         self.complete = False
         self.gone = False
-        self._watcher = asyncio.ensure_future(self._watch(receive))
+        self._watcher: asyncio.Future[None] | None = None
+        self._timer: asyncio.TimerHandle | None = task.get_loop().call_later(
+            WATCH_DELAY, self._begin
+        )
+
+    def _begin(self) -> None:
+        self._timer = None
+        self._watcher = asyncio.ensure_future(self._watch(self._receive))
 
     async def _watch(self, receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -57,7 +71,11 @@ class DisconnectWatch:
         return True
 
     def stop(self) -> None:
-        self._watcher.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._watcher is not None:
+            self._watcher.cancel()
 
 
 def request_headers(scope: Scope, max_value_bytes: int) -> list[tuple[str, str]]:

@@ -67,7 +67,13 @@ def _whitespace() -> dict[int, None]:
     return dict.fromkeys(c for c in range(0x3001) if chr(c).isspace())
 
 
+# the ASCII characters str.split() splits on, for bytes.translate
+_ASCII_WHITESPACE = bytes(c for c in range(128) if chr(c).isspace())
+
+
 def without_whitespace(text: str) -> str:
+    if text.isascii():  # most text: bytes.translate is a table lookup per byte
+        return text.encode().translate(None, _ASCII_WHITESPACE).decode()
     return text.translate(_whitespace())
 
 

@@ -180,7 +180,7 @@ class History:
             strip=settings.strip_from_context,
             compressed=plan.compressed,
         )
-        return replace(plan, notes=notes)
+        return EgressPlan(plan.result, plan.effective, plan.raw, plan.compressed, notes)
 
     async def conversation_for(self, tenant: str, messages: list[Any], route: Route) -> str:
         """The id of the conversation a request without X-Conversation-Id

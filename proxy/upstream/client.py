@@ -211,12 +211,13 @@ class Upstream:
         """The whole body, at most `limit` bytes (UpstreamError past it)."""
         parts: list[bytes] = []
         size = 0
-        async for data in Upstream.chunks(response):
-            size += len(data)
-            if size > limit:
-                raise UpstreamError(
-                    "The upstream's response is larger than limits.max_response_bytes.",
-                    code="upstream_response_too_large",
-                )
-            parts.append(data)
-        return b"".join(parts)
+        with upstream_read_errors():
+            while data := await response.read():
+                size += len(data)
+                if size > limit:
+                    raise UpstreamError(
+                        "The upstream's response is larger than limits.max_response_bytes.",
+                        code="upstream_response_too_large",
+                    )
+                parts.append(data)
+        return parts[0] if len(parts) == 1 else b"".join(parts)

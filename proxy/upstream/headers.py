@@ -28,14 +28,13 @@ HOP_BY_HOP = frozenset(
 
 def strip_hop_by_hop(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """Headers minus hop-by-hop ones, including those named in Connection."""
-    pairs = list(headers)
-    named = {
-        token.strip().lower()
-        for name, value in pairs
-        if name.lower() == "connection"
-        for token in value.split(",")
-    }
-    return [(n, v) for n, v in pairs if n.lower() not in HOP_BY_HOP and n.lower() not in named]
+    pairs = headers if isinstance(headers, list) else list(headers)
+    named: set[str] = set()
+    for name, value in pairs:
+        if name.lower() == "connection":
+            named.update(token.strip().lower() for token in value.split(","))
+    drop = HOP_BY_HOP | named if named else HOP_BY_HOP
+    return [(n, v) for n, v in pairs if n.lower() not in drop]
 
 
 def response_headers(response: Response) -> list[tuple[str, str]]:
