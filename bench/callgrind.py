@@ -89,9 +89,11 @@ def measure(args: argparse.Namespace, name: str, children: Children, work: Path)
     out = work / f"callgrind.{name}"
     serve = ["serve", "--upstream", f"http://127.0.0.1:{up_port}/v1", "--port", str(proxy_port)]
     valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
-    proxy = children.start(
-        "proxy", ALL_CORES, [*valgrind, py, "-m", "proxy", *serve, "--log-level", "warning"]
-    )
+    if args.bare:  # the floor: a forwarder with none of the proxy's features
+        server = ["-m", "bench.bare", *serve[1:]]
+    else:
+        server = ["-m", "proxy", *serve, "--log-level", "warning"]
+    proxy = children.start("proxy", ALL_CORES, [*valgrind, py, *server])
     url = f"http://127.0.0.1:{proxy_port}"
     wait_http(f"{url}/readyz", proxy, children, "proxy", READY_TIMEOUT)
     try:
@@ -123,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--only", default="nonstream,stream,tags")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument(
+        "--bare", action="store_true", help="count bench/bare.py (the floor) instead of the proxy"
+    )
     parser.add_argument("--keep", type=Path, help="copy the dumps here (for callgrind_annotate)")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:

@@ -236,7 +236,11 @@ def start_servers(children: Children, args: argparse.Namespace) -> Servers:
     serve = ["serve", "--upstream", direct_url, "--port", str(proxy_port), "--log-level", "warning"]
     if args.workers > 1:
         serve += ["--workers", str(args.workers)]
-    proxy = children.start("proxy", args.proxy_cores, [py, "-m", "proxy", *serve])
+    if args.bare:  # the floor: a forwarder with none of the proxy's features
+        serve = ["--upstream", direct_url, "--port", str(proxy_port)]
+        proxy = children.start("proxy", args.proxy_cores, [py, "-m", "bench.bare", *serve])
+    else:
+        proxy = children.start("proxy", args.proxy_cores, [py, "-m", "proxy", *serve])
     wait_http(f"http://127.0.0.1:{proxy_port}/readyz", proxy, children, "proxy", READY_TIMEOUT)
     return Servers(upstream, proxy, direct_url, f"http://127.0.0.1:{proxy_port}/v1")
 
@@ -536,6 +540,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gap-ms", type=float, default=20.0, help="gap in the ttft scenario")
     parser.add_argument("--only", help="comma-separated: stream,nonstream,tags,ttft")
     parser.add_argument("--proxy-cores", default="0", help="taskset -c list for the proxy")
+    parser.add_argument(
+        "--bare",
+        action="store_true",
+        help="measure bench/bare.py (the floor) in place of the proxy",
+    )
     parser.add_argument(
         "--workers", type=int, default=1, help="proxy worker processes (CPU counted over all)"
     )
