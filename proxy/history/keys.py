@@ -72,17 +72,26 @@ _ASCII_WHITESPACE = bytes(c for c in range(128) if chr(c).isspace())
 
 
 def without_whitespace(text: str) -> str:
+    return _squeezed(text).decode()
+
+
+def _squeezed(text: str) -> bytes:
+    """`text` without whitespace, as UTF-8."""
     if text.isascii():  # most text: bytes.translate is a table lookup per byte
-        return text.encode().translate(None, _ASCII_WHITESPACE).decode()
-    return text.translate(_whitespace())
+        return text.encode().translate(None, _ASCII_WHITESPACE)
+    return text.translate(_whitespace()).encode()
 
 
 def fingerprint(content: str, tool_calls: Sequence[tuple[str, str]] = ()) -> str | None:
     """A fingerprint of an assistant message's visible content and tool calls
-    (name, arguments), whitespace removed; None when there is nothing to match."""
-    norm = without_whitespace(content)
-    calls = "\x1f".join(name + "\x1e" + without_whitespace(args) for name, args in tool_calls)
-    if not norm and not calls:
+    (name, arguments), whitespace removed; None when there is nothing to match.
+    (The SHA-256 of `content 0x1d calls`, each call `name 0x1e arguments`,
+    calls joined by 0x1f, all without whitespace, in UTF-8.)"""
+    norm = _squeezed(content)
+    if not norm and not tool_calls:
         return None
-    digest = hashlib.sha256((norm + "\x1d" + calls).encode()).hexdigest()
-    return digest[:32]
+    digest = hashlib.sha256(norm)
+    digest.update(b"\x1d")
+    for n, (name, args) in enumerate(tool_calls):
+        digest.update(b"%s%s\x1e%s" % (b"\x1f" if n else b"", name.encode(), _squeezed(args)))
+    return digest.hexdigest()[:32]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,3 +33,18 @@ def test_a_fingerprint_does_not_change_with_whitespace(content: str, args: str) 
 def test_ascii_and_unicode_whitespace_are_both_dropped() -> None:
     assert without_whitespace("a b\tc\u00a0d\u3000e\x1cf") == "abcdef"
     assert fingerprint("   ") is None
+
+
+@given(texts, st.lists(st.tuples(texts, texts), max_size=3))
+def test_fingerprints_stay_what_stores_hold(content: str, calls: list[tuple[str, str]]) -> None:
+    """Stored index keys were written with this definition: it must not move."""
+
+    def squeezed(text: str) -> str:
+        return "".join(text.split())
+
+    joined = "\x1f".join(name + "\x1e" + squeezed(args) for name, args in calls)
+    expected = None
+    if squeezed(content) or joined:
+        text = squeezed(content) + "\x1d" + joined
+        expected = hashlib.sha256(text.encode()).hexdigest()[:32]
+    assert fingerprint(content, calls) == expected
