@@ -430,6 +430,7 @@ class JsonFormatter(logging.Formatter):
             + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
+            "pid": record.process,  # which worker, with --workers
             "msg": record.getMessage(),
             **_extras(record),
         }
@@ -442,7 +443,9 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
         fields = " ".join(f"{k}={v}" for k, v in _extras(record).items())
-        line = f"{stamp} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        line = (
+            f"{stamp} {record.levelname:<7} [{record.process}] {record.name}: {record.getMessage()}"
+        )
         line = f"{line} {fields}" if fields else line
         if record.exc_text:
             line += "\n" + record.exc_text

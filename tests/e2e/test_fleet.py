@@ -15,6 +15,7 @@ that alternates between them on every request.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 import time
@@ -307,4 +308,61 @@ def test_two_replicas_serve_one_tool_loop_one_live_view_and_lose_nothing_on_sigt
         assert [turn["toolCallIds"] for turn in stored["turns"][:STEPS]] == [
             [call_id] for call_id in call_ids
         ]
+    view.join()
+
+
+def _served_by(log: Path) -> dict[str, str]:
+    """conversation -> pid of the worker whose access-log line names it."""
+    served = {}
+    for line in log.read_text(errors="replace").splitlines():
+        found = re.search(r"\[(\d+)\] proxy\.request: POST /v1/chat/completions 200 .*", line)
+        conversation = re.search(r"conversation=(\S+)", line)
+        if found and conversation:
+            served[conversation.group(1)] = found.group(1)
+    return served
+
+
+def test_one_live_view_shows_every_workers_turns(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    """`serve --workers 2` on Redis: the live feed, served by one worker,
+    shows the turns both workers serve (each request on a new connection,
+    so the workers take turns as they accept; the log's pid says which)."""
+    key = f"sk-workers-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "workers.log"
+    args = ["--config", str(kimi_config(tmp_path, upstream)), "--store", redis_server.url]
+    with ProxyProcess([*args, "--workers", "2"], log=log) as proxy:
+        view = LiveView(proxy.base, key).start()
+
+        def send(conversation: str) -> None:
+            upstream.script(_answer())
+            response = httpx.post(
+                proxy.url + "/chat/completions",
+                json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
+                headers={"Authorization": f"Bearer {key}", "X-Conversation-Id": conversation},
+                timeout=30,
+            )
+            assert response.status_code == 200, response.text
+
+        # until both workers know the viewer (each looks once a second)
+        time.sleep(2.5)
+        sent: list[str] = []
+        served: dict[str, str] = {}
+        while len(set(served.values())) < 2 or len(sent) < 8:
+            assert len(sent) < 60, f"one worker served every request: {served}"
+            sent.append(f"w-{uuid.uuid4().hex[:8]}")
+            send(sent[-1])
+            served = {c: pid for c, pid in _served_by(log).items() if c in sent}
+        wait_until(
+            lambda: all(view.of(c, "turn_end") for c in sent),
+            what="every worker's turns on the one live feed",
+        )
+        served = {c: pid for c, pid in _served_by(log).items() if c in sent}
+        assert set(served) == set(sent)
+        by_worker = {pid: [c for c in sent if served.get(c) == pid] for pid in set(served.values())}
+        assert len(by_worker) == 2, by_worker
+        assert all(by_worker.values()), by_worker
+        for conversation in sent:
+            assert view.of(conversation, "turn_start"), conversation
+            assert view.of(conversation, "turn_end")[-1]["complete"] is True
     view.join()
