@@ -236,6 +236,8 @@ def start_servers(children: Children, args: argparse.Namespace) -> Servers:
     serve = ["serve", "--upstream", direct_url, "--port", str(proxy_port), "--log-level", "warning"]
     if args.workers > 1:
         serve += ["--workers", str(args.workers)]
+    if args.store:
+        serve += ["--store", args.store]
     if args.bare:  # the floor: a forwarder with none of the proxy's features
         serve = ["--upstream", direct_url, "--port", str(proxy_port)]
         proxy = children.start("proxy", args.proxy_cores, [py, "-m", "bench.bare", *serve])
@@ -540,6 +542,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gap-ms", type=float, default=20.0, help="gap in the ttft scenario")
     parser.add_argument("--only", help="comma-separated: stream,nonstream,tags,ttft")
     parser.add_argument("--proxy-cores", default="0", help="taskset -c list for the proxy")
+    parser.add_argument(
+        "--store", help="the proxy's store URL (several workers need sqlite:// or redis://)"
+    )
     parser.add_argument(
         "--bare",
         action="store_true",
