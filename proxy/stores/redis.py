@@ -36,16 +36,18 @@ points at, so an entry left behind by an expired or dropped conversation
 never matches a new conversation that reuses the id. Profiles are settings
 an admin wrote, not history: they do not expire (as in the other stores).
 
-An append is three scripts (redis_scripts.py), in this order: the turn,
-atomically in its conversation's slot (concurrent appends to one
-conversation from several replicas get distinct, ordered indexes), then the
-tenant's index and recency, and the global recency set (these two at once).
-A reader between the steps finds the turn by its conversation, not yet by
-its tool-call ids; a failed later step fails the append (StoreFailure) with
-the turn kept. A lookup is an index read, then a script in the turn's slot
-that checks the entry's `gen`. Scripts are sent by SHA and reloaded by
-redis-py when a server no longer knows them (on a cluster, onto every
-primary).
+An append on one server is one script (APPEND_ALL in redis_scripts.py), so
+one round trip, atomic: the turn (concurrent appends to one conversation
+from several replicas get distinct, ordered indexes), the tenant's index and
+recency, the global recency set. On a cluster its keys span slots, so it is
+the same three steps as three scripts, in this order: the turn, atomically
+in its conversation's slot, then the tenant's index and recency, and the
+global recency set (these two at once). A reader between the steps finds
+the turn by its conversation, not yet by its tool-call ids; a failed later
+step fails the append (StoreFailure) with the turn kept. A lookup is an
+index read, then a script in the turn's slot that checks the entry's `gen`.
+Scripts are sent by SHA and reloaded by redis-py when a server no longer
+knows them (on a cluster, onto every primary).
 
 Cluster: redis-py follows MOVED and ASK. While a slot migrates, a script
 whose keys are split between the two nodes is answered TRYAGAIN (it did not
@@ -67,6 +69,18 @@ global-recency write failed is not counted until its next write (its TTL
 still bounds it). `max_bytes` is not: bound Redis memory with its own
 `maxmemory` and the `volatile-lru` policy (every history key has a TTL, so
 all are candidates).
+
+Eviction runs in batches: at most `slack` over, briefly. `slack` is 1% of
+`max_conversations`, at least 1, at most SWEEP_BATCH (`eviction_slack`). An
+append that counts more than `max_conversations + slack` sweeps before it
+returns, back down to `max_conversations`: one script reads the count and
+the oldest members, then the drops go in one pipeline and their unindexing
+in another (on a cluster, one pipeline per master, at once), three round
+trips for up to SWEEP_BATCH conversations. A sweep never drops the
+conversation being written, nor one written since it was picked. One sweep
+runs at a time per process: appends that finish while it runs (in this
+process or on other replicas) can take the count past `max_conversations +
+slack`, by at most the appends in flight, until the next append sweeps.
 """
 
 from __future__ import annotations
@@ -113,6 +127,14 @@ SETTLE_PAUSE = 0.05
 SWEEP_INTERVAL = 60.0  # seconds between sweeps of expired conversations
 SWEEP_BATCH = 200  # conversations dropped per sweep at most
 
+
+def eviction_slack(max_conversations: int) -> int:
+    """How far the count of conversations may run over `max_conversations`
+    before a sweep takes it back down: 1% of the limit, at least 1, at most
+    SWEEP_BATCH (what one sweep drops)."""
+    return min(SWEEP_BATCH, max(1, max_conversations // 100))
+
+
 Client = aioredis.Redis | RedisCluster
 T = TypeVar("T")
 
@@ -137,6 +159,11 @@ def _texts(reply: Any) -> list[str]:
 def _scored(reply: Any) -> list[tuple[str, float]]:
     """The (member, score) pairs of a WITHSCORES reply."""
     return [(_text(member), float(score)) for member, score in reply]
+
+
+def _pairs(reply: Any) -> list[tuple[str, float]]:
+    """The (member, score) pairs of a flat WITHSCORES list (a script's reply)."""
+    return [(_text(m), float(s)) for m, s in zip(reply[::2], reply[1::2], strict=True)]
 
 
 def check_redis_url(url: str) -> None:
@@ -270,6 +297,9 @@ class RedisStore:
         self.cluster = is_cluster_url(url)
         self.keys = Keys(prefix)
         self._max_conversations = max_conversations
+        self.slack = eviction_slack(max_conversations)
+        # one server takes an append as one script; a cluster as three (one slot each)
+        self.one_script = not self.cluster
         self._ttl = ttl_seconds
         self._ttl_ms = max(1, round(ttl_seconds * 1000))
         self._max_turns = max_turns
@@ -277,6 +307,7 @@ class RedisStore:
         self._redis: Client | None = None
         self._scripts: dict[str, AsyncScript] = {}
         self._next_sweep = 0.0
+        self._sweeping = False
         self.evictions = 0
         self.unsettled = 0  # calls a cluster did not run (TRYAGAIN...), tried again
 
@@ -346,65 +377,104 @@ class RedisStore:
         tenant, conversation = key.tenant, key.conversation
         now = self._clock()
         index_keys = refs.index_keys()
+        member = f"{tenant}{SEP}{conversation}"
+        conv_keys = self.keys.conversation(tenant, conversation)
         args = [encode_turn(turn), now, self._ttl_ms, self._max_turns, os.urandom(8).hex()]
+        model = turn.model or ""
         with _failures("append"):
-            index, gen, stale = await self._run(
-                "APPEND",
-                self.keys.conversation(tenant, conversation),
-                [*args, turn.model or "", *index_keys],
-            )
-            index = int(index)
-            member = f"{tenant}{SEP}{conversation}"
-            head = [conversation, gen, index, now, self._ttl_ms, len(stale)]
-            _, count = await asyncio.gather(
-                self._run("INDEX", self.keys.tenant(tenant), [*head, *stale, *index_keys]),
-                self._run("TOUCH", [self.keys.recent], [now, member, self._ttl_ms]),
-            )
-        if now >= self._next_sweep or int(count) > self._max_conversations:
+            if self.one_script:
+                index, count = await self._run(
+                    "APPEND_ALL",
+                    [*conv_keys, *self.keys.tenant(tenant), self.keys.recent],
+                    [*args, model, conversation, member, *index_keys],
+                )
+            else:
+                appended = await self._run("APPEND", conv_keys, [*args, model, *index_keys])
+                index, gen, stale = int(appended[0]), appended[1], appended[2]
+                head = [conversation, gen, index, now, self._ttl_ms, len(stale)]
+                _, count = await asyncio.gather(
+                    self._run("INDEX", self.keys.tenant(tenant), [*head, *stale, *index_keys]),
+                    self._run("TOUCH", [self.keys.recent], [now, member, self._ttl_ms]),
+                )
+        over = int(count) > self._max_conversations + self.slack
+        if (over or now >= self._next_sweep) and not self._sweeping:
+            self._sweeping = True  # one sweep at a time: the others would pick the same ones
             try:
-                await self._sweep(now, int(count), member)
+                await self._sweep(now, member)
             except (RedisError, RedisClusterException, OSError, TimeoutError):
                 # The turn is stored, so this append succeeded; the sweep is
                 # housekeeping and runs again on the next write.
                 self._next_sweep = 0.0
-        return index
+            finally:
+                self._sweeping = False
+        return int(index)
 
-    async def _sweep(self, now: float, count: int, current: str) -> None:
+    async def _sweep(self, now: float, current: str) -> None:
         """Drop expired conversations (their keys are gone already; this clears
         what points at them), then the least recently written ones while there
-        are more than `max_conversations`."""
-        r = self._client()
+        are more than `max_conversations`: all of one sweep at once, in three
+        round trips (pipelines; on a cluster, one per master, at once)."""
         self._next_sweep = now + min(self._ttl, SWEEP_INTERVAL)
-        recent = self.keys.recent
         cutoff = now - self._ttl
-        expired = _texts(
-            await self._settled(
-                lambda: r.zrangebyscore(recent, "-inf", f"({cutoff}", start=0, num=SWEEP_BATCH)
-            )
+        count, expired, found = await self._run(
+            "OLDEST", [self.keys.recent], [cutoff, self._max_conversations, SWEEP_BATCH]
         )
-        for member in expired:
-            await self._drop(member, limit=cutoff)
-        excess = count - len(expired) - self._max_conversations
-        if excess <= 0:
-            return
-        oldest = _scored(await self._settled(lambda: r.zrange(recent, 0, excess, withscores=True)))
-        for member, score in oldest:
-            if excess <= 0:
-                break
-            if member == current:
-                continue
-            if await self._drop(member, limit=score) == 1:
-                self.evictions += 1
+        excess = int(count) - int(expired) - self._max_conversations
+        drops: list[tuple[str, float, bool]] = []  # member, newest last write, evicted
+        for member, score in _pairs(found):
+            if score < cutoff:
+                drops.append((member, cutoff, False))
+            elif excess > 0 and member != current:
+                drops.append((member, score, True))
                 excess -= 1
+        if not drops:
+            return
+        dropped = await self._pipelined(
+            [("DROP", self._conversation_keys(member), [repr(limit)]) for member, limit, _ in drops]
+        )
+        unindex: list[tuple[str, list[str], Sequence[Any]]] = []
+        unlist: list[Any] = []
+        for (member, limit, evicted), (status, written, refs) in zip(drops, dropped, strict=True):
+            if int(status) == -1:  # written since: kept
+                continue
+            if evicted and int(status) == 1:
+                self.evictions += 1
+            tenant, _, conversation = member.partition(SEP)
+            newest = _text(written) if written else repr(limit)
+            unindex.append(("UNINDEX", self.keys.tenant(tenant), [conversation, newest, *refs]))
+            unlist += [member, newest]
+        if unlist:
+            await self._pipelined([*unindex, ("UNLIST", [self.keys.recent], unlist)])
+
+    def _conversation_keys(self, member: str) -> list[str]:
+        tenant, _, conversation = member.partition(SEP)
+        return self.keys.conversation(tenant, conversation)
+
+    async def _pipelined(self, calls: list[tuple[str, list[str], Sequence[Any]]]) -> list[Any]:
+        """Scripts in one pipeline (on a cluster, one per master, at once). A
+        call the pipeline got an error for (a script the server lost, a slot
+        in migration) is run again on its own, which reloads or waits: every
+        script here can run twice."""
+        r = self._client()
+        if not self._scripts:
+            raise StoreFailure("the redis store is not started")
+        async with r.pipeline(transaction=False) as pipe:
+            for name, keys, args in calls:
+                pipe.execute_command("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args)
+            replies = await pipe.execute(raise_on_error=False)
+        out: list[Any] = []
+        for (name, keys, args), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, Exception):
+                reply = await self._run(name, keys, args)
+            out.append(reply)
+        return out
 
     async def _drop(self, member: str, limit: float | None) -> int:
         """Drop a conversation unless written after `limit`; then what points
         at it: its index entries, its place in the recency sets."""
         tenant, _, conversation = member.partition(SEP)
         bound = "" if limit is None else repr(limit)
-        status, written, refs = await self._run(
-            "DROP", self.keys.conversation(tenant, conversation), [bound]
-        )
+        status, written, refs = await self._run("DROP", self._conversation_keys(member), [bound])
         if int(status) == -1:
             return -1
         # unlist only what was written up to the dropped incarnation's last write

@@ -2,7 +2,9 @@
 only (see redis_keys), so it runs on a cluster as on one server; a write
 that spans tags is several scripts, in an order that leaves nothing a
 reader could mistake for data (an index entry is written after its turn,
-and names the `gen` of the conversation it points at).
+and names the `gen` of the conversation it points at). One exception:
+APPEND_ALL, the three scripts of an append composed into one, which a
+single server runs in their place (one round trip instead of three).
 
 A refs entry (what a conversation wrote to its tenant's index) is
 `<turn>\\x1f<gen>\\x1f<index key>`; the index entry it wrote is
@@ -28,78 +30,145 @@ local function unindex(index, entry, mine)
 end
 """
 
+# ARGV[first], ARGV[first + 1]... as a table
+_TAIL = """
+local function tail(first, last)
+  local out = {}
+  for i = first, last or #ARGV do out[#out + 1] = ARGV[i] end
+  return out
+end
+"""
+
+# The three steps of an append, as functions: the scripts below call them
+# one per script (a cluster: one slot each) or all three in one (one server).
+
+# append_turn(turns, conv, refs, record, now, ttl_ms, max_turns, new gen,
+#             model or '', index keys) -> turn index, gen, refs entries to unindex
+_APPEND_TURN = """
+local function append_turn(turns, conv, refs, record, now, ttl, max, new_gen, model, keys)
+  ttl, max = tonumber(ttl), tonumber(max)
+  local stale = {}
+  if redis.call('HSETNX', conv, 'gen', new_gen) == 1 then
+    -- a new conversation: what an expired one of the same id indexed goes
+    stale = redis.call('LRANGE', refs, 0, -1)
+    redis.call('DEL', turns, refs)
+  end
+  local gen = redis.call('HGET', conv, 'gen')
+  local n = redis.call('HINCRBY', conv, 'n', 1)
+  local turn = n - 1
+  redis.call('HSET', conv, 't', now)
+  if model ~= '' then redis.call('HSET', conv, 'model', model) end
+  redis.call('RPUSH', turns, record)
+  for _, key in ipairs(keys) do
+    redis.call('RPUSH', refs, turn .. '\\31' .. gen .. '\\31' .. key)
+  end
+  local first = n - max  -- the oldest turn kept
+  if first > 0 then
+    redis.call('LTRIM', turns, -max, -1)
+    while true do
+      local entry = redis.call('LINDEX', refs, 0)
+      if not entry then break end
+      local sep = string.find(entry, '\\31', 1, true)
+      if tonumber(string.sub(entry, 1, sep - 1)) >= first then break end
+      redis.call('LPOP', refs)
+      table.insert(stale, entry)
+    end
+  end
+  redis.call('PEXPIRE', turns, ttl)
+  redis.call('PEXPIRE', conv, ttl)
+  -- refs outlive the conversation, so a sweep can still unindex an expired one
+  redis.call('PEXPIRE', refs, 2 * ttl)
+  return turn, gen, stale
+end
+"""
+
+# index_turn(index, recent, conversation, gen, turn, now, ttl_ms, refs entries
+#            to unindex, index keys): the tenant's index and recency
+_INDEX_TURN = (
+    _UNINDEX
+    + """
+local function index_turn(index, recent, conversation, gen, turn, now, ttl, stale, keys)
+  local mine = conversation .. '\\31'
+  for _, entry in ipairs(stale) do unindex(index, entry, mine) end
+  local incarnation = mine .. gen .. '\\31'
+  turn = tonumber(turn)
+  for _, key in ipairs(keys) do
+    local old = redis.call('HGET', index, key)
+    -- a later turn of this conversation that got here first keeps its entry
+    local newer = old and string.sub(old, 1, #incarnation) == incarnation
+      and tonumber(string.sub(old, #incarnation + 1)) > turn
+    if not newer then redis.call('HSET', index, key, incarnation .. turn) end
+  end
+  redis.call('ZADD', recent, now, conversation)
+  redis.call('PEXPIRE', recent, ttl)
+  redis.call('PEXPIRE', index, ttl)
+end
+"""
+)
+
+# touch(recent, now, member, ttl_ms) -> members in the set
+_TOUCH = """
+local function touch(recent, now, member, ttl)
+  redis.call('ZADD', recent, now, member)
+  redis.call('PEXPIRE', recent, ttl)
+  return redis.call('ZCARD', recent)
+end
+"""
+
 # KEYS: turns, conv, refs (one conversation)
 # ARGV: record, now, ttl_ms, max_turns, new gen, model or '', index keys...
 # -> {turn index, gen, refs entries to unindex}
-APPEND = """
-local turns, conv, refs = KEYS[1], KEYS[2], KEYS[3]
-local ttl, max = tonumber(ARGV[3]), tonumber(ARGV[4])
-local stale = {}
-if redis.call('HSETNX', conv, 'gen', ARGV[5]) == 1 then
-  -- a new conversation: what an expired one of the same id indexed goes
-  stale = redis.call('LRANGE', refs, 0, -1)
-  redis.call('DEL', turns, refs)
-end
-local gen = redis.call('HGET', conv, 'gen')
-local n = redis.call('HINCRBY', conv, 'n', 1)
-local turn = n - 1
-redis.call('HSET', conv, 't', ARGV[2])
-if ARGV[6] ~= '' then redis.call('HSET', conv, 'model', ARGV[6]) end
-redis.call('RPUSH', turns, ARGV[1])
-for i = 7, #ARGV do
-  redis.call('RPUSH', refs, turn .. '\\31' .. gen .. '\\31' .. ARGV[i])
-end
-local first = n - max  -- the oldest turn kept
-if first > 0 then
-  redis.call('LTRIM', turns, -max, -1)
-  while true do
-    local entry = redis.call('LINDEX', refs, 0)
-    if not entry then break end
-    local sep = string.find(entry, '\\31', 1, true)
-    if tonumber(string.sub(entry, 1, sep - 1)) >= first then break end
-    redis.call('LPOP', refs)
-    table.insert(stale, entry)
-  end
-end
-redis.call('PEXPIRE', turns, ttl)
-redis.call('PEXPIRE', conv, ttl)
--- refs outlive the conversation, so a sweep can still unindex an expired one
-redis.call('PEXPIRE', refs, 2 * ttl)
+APPEND = (
+    _TAIL
+    + _APPEND_TURN
+    + """
+local turn, gen, stale = append_turn(
+  KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], tail(7))
 return {turn, gen, stale}
 """
+)
 
 # KEYS: index, recent (one tenant)
 # ARGV: conversation, gen, turn, now, ttl_ms, count of stale entries, stale
 #       entries..., index keys...
 INDEX = (
-    _UNINDEX
+    _TAIL
+    + _INDEX_TURN
     + """
-local index = KEYS[1]
-local mine = ARGV[1] .. '\\31'
 local stale = tonumber(ARGV[6])
-for i = 7, 6 + stale do unindex(index, ARGV[i], mine) end
-local incarnation = mine .. ARGV[2] .. '\\31'
-local turn = tonumber(ARGV[3])
-for i = 7 + stale, #ARGV do
-  local old = redis.call('HGET', index, ARGV[i])
-  -- a later turn of this conversation that got here first keeps its entry
-  local newer = old and string.sub(old, 1, #incarnation) == incarnation
-    and tonumber(string.sub(old, #incarnation + 1)) > turn
-  if not newer then redis.call('HSET', index, ARGV[i], incarnation .. ARGV[3]) end
-end
-redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[5])
-redis.call('PEXPIRE', index, ARGV[5])
+index_turn(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
+  tail(7, 6 + stale), tail(7 + stale))
 return 1
 """
 )
 
 # KEYS: a recency sorted set; ARGV: now, member, ttl_ms -> members in the set
-TOUCH = """
-redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return redis.call('ZCARD', KEYS[1])
+TOUCH = (
+    _TOUCH
+    + """
+return touch(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
 """
+)
+
+# APPEND, INDEX and TOUCH as one script, for one server (its keys span
+# slots, which a cluster refuses): the same effects, in one round trip.
+# KEYS: turns, conv, refs, index, tenant's recent, recent
+# ARGV: record, now, ttl_ms, max_turns, new gen, model or '', conversation,
+#       `<tenant>\x1f<conversation>`, index keys...
+# -> {turn index, members in recent}
+APPEND_ALL = (
+    _TAIL
+    + _APPEND_TURN
+    + _INDEX_TURN
+    + _TOUCH
+    + """
+local keys = tail(9)
+local turn, gen, stale = append_turn(
+  KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], keys)
+index_turn(KEYS[4], KEYS[5], ARGV[7], gen, turn, ARGV[2], ARGV[3], stale, keys)
+return {turn, touch(KEYS[6], ARGV[2], ARGV[8], ARGV[3])}
+"""
+)
 
 # KEYS: turns, conv; ARGV: gen, turn -> record or nil
 LOOKUP = """
@@ -140,13 +209,32 @@ return 1
 """
 )
 
-# KEYS: a recency sorted set; ARGV: member, newest score to remove ('' for any)
+# KEYS: a recency sorted set
+# ARGV: member, newest score to remove ('' for any), [member, score...]
+# -> members removed
 UNLIST = """
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if score and (ARGV[2] == '' or tonumber(score) <= tonumber(ARGV[2])) then
-  return redis.call('ZREM', KEYS[1], ARGV[1])
+local removed = 0
+for i = 1, #ARGV, 2 do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score and (ARGV[i + 1] == '' or tonumber(score) <= tonumber(ARGV[i + 1])) then
+    removed = removed + redis.call('ZREM', KEYS[1], ARGV[i])
+  end
 end
-return 0
+return removed
+"""
+
+# What a sweep drops: the expired (last write before the cutoff), then the
+# least recently written beyond `max`, at most `batch` in all, plus one (the
+# conversation being written may be among them, and is not dropped).
+# KEYS: a recency sorted set; ARGV: cutoff, max, batch
+# -> {members, expired members, {member, score, member, score...} oldest first}
+OLDEST = """
+local count = redis.call('ZCARD', KEYS[1])
+local expired = redis.call('ZCOUNT', KEYS[1], '-inf', '(' .. ARGV[1])
+local want = expired + math.max(0, count - expired - tonumber(ARGV[2]))
+want = math.min(want, tonumber(ARGV[3]))
+if want == 0 then return {count, expired, {}} end
+return {count, expired, redis.call('ZRANGE', KEYS[1], 0, want, 'WITHSCORES')}
 """
 
 # KEYS: the responses sorted set
@@ -172,9 +260,11 @@ BY_NAME = {
     "APPEND": APPEND,
     "INDEX": INDEX,
     "TOUCH": TOUCH,
+    "APPEND_ALL": APPEND_ALL,
     "LOOKUP": LOOKUP,
     "DROP": DROP,
     "UNINDEX": UNINDEX,
     "UNLIST": UNLIST,
+    "OLDEST": OLDEST,
     "LIST_RESPONSE": LIST_RESPONSE,
 }

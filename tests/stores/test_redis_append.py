@@ -1,0 +1,212 @@
+"""An append on one Redis server: one script, one round trip, and the same
+data as the three scripts a cluster runs."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from collections.abc import AsyncIterator
+from types import TracebackType
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from proxy.history.keys import ConversationKey
+from proxy.stores import redis_scripts as scripts
+from proxy.stores.base import TurnRefs
+from proxy.stores.redis import RedisStore
+from tests.stores.conftest import FakeClock
+from tests.stores.servers import RedisServer
+from tests.stores.test_contract import ALICE, BOB, turn
+
+pytestmark = pytest.mark.anyio
+
+DEADLINE = 10.0  # seconds: correctness deadlines, not speed
+
+
+class Monitor:
+    """A raw MONITOR connection: what clients send the server, one line per
+    command (`+<time> [<db> <client address>|lua] "COMMAND" "arg"...`)."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.server = server
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    async def __aenter__(self) -> Monitor:
+        self._reader, self._writer = await asyncio.open_connection("127.0.0.1", self.server.port)
+        self._writer.write(b"MONITOR\r\n")
+        assert await asyncio.wait_for(self._reader.readline(), DEADLINE) == b"+OK\r\n"
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            await self._writer.wait_closed()
+
+    async def sent_by_clients(self) -> list[str]:
+        """The commands clients sent (not those scripts ran) since the last
+        call: a marker is sent after them, and everything up to it is read."""
+        assert self._reader is not None
+        marker = f"rp-marker-{uuid.uuid4().hex}"
+        # a bare connection: a client library would say HELLO first
+        reader, writer = await asyncio.open_connection("127.0.0.1", self.server.port)
+        writer.write(f"ECHO {marker}\r\n".encode())
+        reply = await asyncio.wait_for(reader.readuntil(marker.encode() + b"\r\n"), DEADLINE)
+        assert reply.startswith(b"$")
+        writer.close()
+        await writer.wait_closed()
+        sent: list[str] = []
+        while True:
+            line = (await asyncio.wait_for(self._reader.readline(), DEADLINE)).decode()
+            if marker in line:
+                return sent
+            source, _, command = line.partition("] ")
+            if not source.endswith(" lua"):
+                sent.append(command.strip())
+
+
+def names(sent: list[str]) -> list[str]:
+    """`EVALSHA` of `"EVALSHA" "<sha>" "6" ...`."""
+    return [command.split(" ", 1)[0].strip('"') for command in sent]
+
+
+def sha(script: str) -> str:
+    return hashlib.sha1(script.encode()).hexdigest()
+
+
+@pytest.fixture
+async def raw(redis_server: RedisServer) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_server.url)
+    yield client
+    await client.aclose()
+
+
+async def test_an_append_on_one_server_is_one_round_trip(redis_server: RedisServer) -> None:
+    store = RedisStore(redis_server.url, prefix=f"trip-{uuid.uuid4().hex[:6]}:")
+    await store.start()
+    try:
+        # the first append loads the script and runs the periodic sweep
+        await store.append(ConversationKey(ALICE, "warm"), turn("w"), TurnRefs(("call_w",)))
+        async with Monitor(redis_server) as monitor:
+            await monitor.sent_by_clients()
+            call_refs = TurnRefs(("call_1", "call_2"), "fp-1")
+            await store.append(ConversationKey(ALICE, "c1"), turn("1", call="call_1"), call_refs)
+            assert names(await monitor.sent_by_clients()) == ["EVALSHA"]
+            # another turn of the same conversation, and one of another tenant
+            assert await store.append(ConversationKey(ALICE, "c1"), turn("2"), TurnRefs()) == 1
+            assert await store.append(ConversationKey(BOB, "c1"), turn("3"), TurnRefs()) == 0
+            assert names(await monitor.sent_by_clients()) == ["EVALSHA", "EVALSHA"]
+    finally:
+        await store.close()
+
+
+async def test_the_one_script_is_the_combined_one_and_a_cluster_path_takes_three(
+    redis_server: RedisServer,
+) -> None:
+    store = RedisStore(redis_server.url, prefix=f"trip3-{uuid.uuid4().hex[:6]}:")
+    await store.start()
+    try:
+        await store.append(ConversationKey(ALICE, "warm"), turn("w"), TurnRefs())
+        store.one_script = False  # the path a cluster takes, one slot per script
+        await store.append(ConversationKey(ALICE, "warm"), turn("w"), TurnRefs())
+        async with Monitor(redis_server) as monitor:
+            await monitor.sent_by_clients()
+            await store.append(ConversationKey(ALICE, "c1"), turn("1"), TurnRefs(("call_1",)))
+            assert names(await monitor.sent_by_clients()) == ["EVALSHA"] * 3
+            store.one_script = True
+            await store.append(ConversationKey(ALICE, "c2"), turn("2"), TurnRefs(("call_2",)))
+            (sent,) = await monitor.sent_by_clients()
+            assert sent.startswith(f'"EVALSHA" "{sha(scripts.APPEND_ALL)}" "6" ')
+    finally:
+        await store.close()
+
+
+async def _dump(raw: aioredis.Redis, prefix: str, gens: dict[str, str]) -> dict[str, Any]:
+    """Every key under `prefix`: its value and its TTL (in minutes), with the
+    prefix and each conversation's random `gen` replaced by stable names."""
+
+    def clean(value: bytes | str) -> str:
+        text = value.decode() if isinstance(value, bytes) else value
+        for gen, name in gens.items():
+            text = text.replace(gen, name)
+        return text
+
+    out: dict[str, Any] = {}
+    async for key in raw.scan_iter(match=f"{prefix}*"):
+        name = clean(key).removeprefix(prefix)
+        kind = (await raw.type(key)).decode()
+        value: Any
+        if kind == "list":
+            value = [clean(v) for v in await raw.lrange(key, 0, -1)]
+        elif kind == "hash":
+            value = {clean(k): clean(v) for k, v in (await raw.hgetall(key)).items()}
+        elif kind == "zset":
+            value = [(clean(m), s) for m, s in await raw.zrange(key, 0, -1, withscores=True)]
+        else:
+            value = clean(await raw.get(key))
+        out[name] = (kind, value, round(await raw.pttl(key) / 60_000))
+    return out
+
+
+async def test_one_script_and_three_scripts_leave_the_same_data(
+    redis_server: RedisServer, raw: aioredis.Redis
+) -> None:
+    clock = FakeClock()
+    run = uuid.uuid4().hex[:6]
+    stores = {}
+    for one_script in (True, False):
+        prefix = f"same-{run}-{int(one_script)}:"
+        store = RedisStore(
+            redis_server.url, prefix=prefix, clock=clock, max_turns=3, ttl_seconds=600
+        )
+        store.one_script = one_script
+        await store.start()
+        stores[prefix] = store
+    gens: dict[str, dict[str, str]] = {prefix: {} for prefix in stores}
+
+    async def both(tenant: str, conversation: str, text: str, refs: TurnRefs) -> None:
+        results = []
+        for prefix, store in stores.items():
+            key = ConversationKey(tenant, conversation)
+            results.append(await store.append(key, turn(text, call=text), refs))
+            gen = await raw.hget(store.keys.conversation(tenant, conversation)[1], "gen")
+            assert gen is not None
+            gens[prefix].setdefault(gen.decode(), f"<gen {len(gens[prefix])}>")
+        assert results[0] == results[1]
+        clock.now += 1.5
+
+    try:
+        for i in range(5):  # past max_turns: the oldest turns and their index entries go
+            await both(ALICE, "c1", f"a{i}", TurnRefs((f"call_a{i}", "call_shared"), f"fp-{i}"))
+        await both(BOB, "c1", "b0", TurnRefs(("call_shared",), "fp-0"))
+        await both(ALICE, "c2", "c0", TurnRefs(("call_shared",)))  # takes the entry over
+        # c1 expires (its refs live on): a new c1 unindexes what the old one wrote
+        for store in stores.values():
+            await raw.delete(*store.keys.conversation(ALICE, "c1")[:2])
+        await both(ALICE, "c1", "new", TurnRefs(("call_new",)))
+        await both(ALICE, "c1", "new2", TurnRefs(("call_new", "call_a4")))
+
+        one, three = [await _dump(raw, prefix, gens[prefix]) for prefix in stores]
+        assert one == three
+        # the dump sees the data: both tenants' index and recency, every conversation
+        assert sorted(one) == sorted(
+            [f"{{{t}}}:{name}" for t in (ALICE, BOB) for name in ("index", "recent")]
+            + [
+                f"{{{t}:{c}}}:{name}"
+                for t, c in [(ALICE, "c1"), (ALICE, "c2"), (BOB, "c1")]
+                for name in ("turns", "conv", "refs")
+            ]
+            + ["recent"]
+        )
+        for store in stores.values():
+            assert await store.lookup(ALICE, "t:call_new") == turn("new2", call="new2")
+            assert await store.lookup(ALICE, "t:call_shared") == turn("c0", call="c0")
+            assert await store.lookup(ALICE, "t:call_a0") is None
+    finally:
+        for store in stores.values():
+            await store.close()
