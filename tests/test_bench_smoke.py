@@ -110,3 +110,31 @@ def test_the_client_comparison_reads_events_with_both_clients() -> None:
         events = int(line.split()[3].replace(",", ""))
         assert events >= 200  # at least one whole stream each
         assert "us per event" in line
+
+
+def test_the_bare_forwarder_stands_in_for_the_proxy(tmp_path: Path) -> None:
+    result, _stdout = _run_bench(
+        tmp_path,
+        *("--bare", "--only", "stream,nonstream", "--duration", "1", "--warmup", "0.2"),
+        *("--concurrency", "2"),
+    )
+    for scenario in result["scenarios"]:
+        assert scenario["proxy"]["requests"] > 0
+        assert scenario["proxy"]["errors"] == {}
+    # the bare forwarder passes the upstream's events as they are
+    stream = next(s for s in result["scenarios"] if s["name"] == "stream")
+    assert stream["proxy"]["chunks"] == stream["proxy"]["requests"] * 201  # 200 and [DONE]
+
+
+def test_workers_are_counted_together(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'bench.db'}"
+    result, stdout = _run_bench(
+        tmp_path,
+        *("--workers", "2", "--store", store, "--only", "nonstream"),
+        *("--duration", "1", "--warmup", "0.2", "--concurrency", "2"),
+    )
+    (scenario,) = result["scenarios"]
+    assert scenario["proxy"]["errors"] == {}
+    # the supervisor itself idles: the CPU counted is its workers'
+    assert scenario["proxy"]["watched_cpu_s"] > 0.1
+    assert "(2 worker(s))" in stdout
