@@ -182,6 +182,18 @@ def _fleet(tmp_path: Path, upstream: FakeUpstream, redis: RedisServer) -> Iterat
         yield [a, b]
 
 
+def _answered_turn(upstream: FakeUpstream, url: str, key: str, conversation: str) -> None:
+    """One whole answered turn of `conversation`, through the proxy at `url`."""
+    upstream.script(_answer())
+    response = httpx.post(
+        url + "/chat/completions",
+        json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
+        headers={"Authorization": f"Bearer {key}", "X-Conversation-Id": conversation},
+        timeout=30,
+    )
+    assert response.status_code == 200, response.text
+
+
 def _until_live(view: LiveView, send: Callable[[str], None], what: str) -> None:
     """Send turns (to another replica) until one shows on `view`: the other
     replica has noticed that someone watches (it looks once a second)."""
@@ -215,14 +227,7 @@ def test_two_replicas_serve_one_tool_loop_one_live_view_and_lose_nothing_on_sigt
         view = LiveView(a.base, key).start()
 
         def warm(warm_conversation: str) -> None:
-            upstream.script(_answer())
-            response = httpx.post(
-                b.url + "/chat/completions",
-                json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
-                headers={"Authorization": f"Bearer {key}", "X-Conversation-Id": warm_conversation},
-                timeout=30,
-            )
-            assert response.status_code == 200, response.text
+            _answered_turn(upstream, b.url, key, warm_conversation)
 
         _until_live(view, warm, "replica A's viewer to be known to replica B")
 
@@ -334,16 +339,6 @@ def test_one_live_view_shows_every_workers_turns(
     with ProxyProcess([*args, "--workers", "2"], log=log) as proxy:
         view = LiveView(proxy.base, key).start()
 
-        def send(conversation: str) -> None:
-            upstream.script(_answer())
-            response = httpx.post(
-                proxy.url + "/chat/completions",
-                json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]},
-                headers={"Authorization": f"Bearer {key}", "X-Conversation-Id": conversation},
-                timeout=30,
-            )
-            assert response.status_code == 200, response.text
-
         # until both workers know the viewer (each looks once a second)
         time.sleep(2.5)
         sent: list[str] = []
@@ -351,7 +346,7 @@ def test_one_live_view_shows_every_workers_turns(
         while len(set(served.values())) < 2 or len(sent) < 8:
             assert len(sent) < 60, f"one worker served every request: {served}"
             sent.append(f"w-{uuid.uuid4().hex[:8]}")
-            send(sent[-1])
+            _answered_turn(upstream, proxy.url, key, sent[-1])
             served = {c: pid for c, pid in _served_by(log).items() if c in sent}
         wait_until(
             lambda: all(view.of(c, "turn_end") for c in sent),
