@@ -44,7 +44,13 @@ the same three steps as three scripts, in this order: the turn, atomically
 in its conversation's slot, then the tenant's index and recency, and the
 global recency set (these two at once). A reader between the steps finds
 the turn by its conversation, not yet by its tool-call ids; a failed later
-step fails the append (StoreFailure) with the turn kept. A lookup is an
+step fails the append (StoreFailure) with the turn kept. A delete and a
+stored response are one script on one server too (DROP_ALL,
+PUT_RESPONSE_ALL: the conversation, its index entries and recency; the
+record, its place in `rp:responses` and the records evicted for it); on a
+cluster a delete is a script in the conversation's slot then two at once
+(index and recency, global recency), a stored response the record, then
+its listing, then one DEL per evicted record. A lookup is an
 index read, then a script in the turn's slot that checks the entry's `gen`.
 Scripts are sent by SHA and reloaded by redis-py when a server no longer
 knows them (on a cluster, onto every primary).
@@ -471,9 +477,13 @@ class RedisStore:
 
     async def _drop(self, member: str, limit: float | None) -> int:
         """Drop a conversation unless written after `limit`; then what points
-        at it: its index entries, its place in the recency sets."""
+        at it: its index entries, its place in the recency sets (on one
+        server, all in one script)."""
         tenant, _, conversation = member.partition(SEP)
         bound = "" if limit is None else repr(limit)
+        if self.one_script:
+            keys = [*self._conversation_keys(member), *self.keys.tenant(tenant), self.keys.recent]
+            return int(await self._run("DROP_ALL", keys, [bound, conversation, member]))
         status, written, refs = await self._run("DROP", self._conversation_keys(member), [bound])
         if int(status) == -1:
             return -1
@@ -573,25 +583,30 @@ class RedisStore:
 
     async def put_response(self, tenant: str, response_id: str, record: bytes) -> None:
         """The record, then its place in `rp:responses`, then the records
-        evicted to make room (each in its own slot)."""
+        evicted to make room: on one server one script, on a cluster each in
+        its own slot."""
         r = self._client()
         now = self._clock()
         member = f"{tenant}{SEP}{response_id}"
         body = bytes(record)
         key = self.keys.response(tenant, response_id)
+        listing = [now, member, self._ttl_ms, now - self._ttl, self._max_conversations]
         with _failures("response write"):
-            await self._settled(lambda: r.set(key, body, px=self._ttl_ms))
-            evicted = _texts(
-                await self._run(
-                    "LIST_RESPONSE",
-                    [self.keys.responses],
-                    [now, member, self._ttl_ms, now - self._ttl, self._max_conversations],
+            if self.one_script:
+                evicted = _texts(
+                    await self._run(
+                        "PUT_RESPONSE_ALL",
+                        [key, self.keys.responses],
+                        [body, *listing, self.keys.prefix],
+                    )
                 )
-            )
-            for gone in evicted:
-                t, _, i = gone.partition(SEP)
-                gone_key = self.keys.response(t, i)
-                await self._settled(lambda: r.delete(gone_key))  # noqa: B023 (awaited at once)
+            else:
+                await self._settled(lambda: r.set(key, body, px=self._ttl_ms))
+                evicted = _texts(await self._run("LIST_RESPONSE", [self.keys.responses], listing))
+                for gone in evicted:
+                    t, _, i = gone.partition(SEP)
+                    gone_key = self.keys.response(t, i)
+                    await self._settled(lambda: r.delete(gone_key))  # noqa: B023 (awaited at once)
         self.evictions += len(evicted)
 
     async def get_response(self, tenant: str, response_id: str) -> bytes | None:

@@ -2,9 +2,12 @@
 only (see redis_keys), so it runs on a cluster as on one server; a write
 that spans tags is several scripts, in an order that leaves nothing a
 reader could mistake for data (an index entry is written after its turn,
-and names the `gen` of the conversation it points at). One exception:
-APPEND_ALL, the three scripts of an append composed into one, which a
-single server runs in their place (one round trip instead of three).
+and names the `gen` of the conversation it points at). The exceptions,
+which a single server runs in place of the scripts they are composed of
+(the same Lua functions, one round trip): APPEND_ALL (APPEND, INDEX,
+TOUCH: an append), DROP_ALL (DROP, UNINDEX, UNLIST: a delete) and
+PUT_RESPONSE_ALL (the record's SET, LIST_RESPONSE and the evicted records'
+DELs: a stored response).
 
 A refs entry (what a conversation wrote to its tenant's index) is
 `<turn>\\x1f<gen>\\x1f<index key>`; the index entry it wrote is
@@ -180,31 +183,72 @@ if position < 0 or position >= len then return false end
 return redis.call('LINDEX', KEYS[1], position)
 """
 
+# The three steps of a delete (and of a sweep's drops), as functions, as for
+# an append.
+
+# drop(turns, conv, refs, newest last write to drop or '')
+# -> 1 dropped | 0 nothing there | -1 kept (written since), last write or '', refs entries
+_DROP = """
+local function drop(turns, conv, refs, newest)
+  local written = redis.call('HGET', conv, 't')
+  if newest ~= '' and written and tonumber(written) > tonumber(newest) then
+    return -1, '', {}
+  end
+  local existed = redis.call('EXISTS', conv)
+  local entries = redis.call('LRANGE', refs, 0, -1)
+  redis.call('DEL', turns, conv, refs)
+  return existed, written or '', entries
+end
+"""
+
+# unindex_all(index, recent, conversation, newest score to unlist or '',
+#             refs entries): the tenant's index and recency
+_UNINDEX_ALL = (
+    _UNINDEX
+    + """
+local function unindex_all(index, recent, conversation, newest, entries)
+  local mine = conversation .. '\\31'
+  for _, entry in ipairs(entries) do unindex(index, entry, mine) end
+  local score = redis.call('ZSCORE', recent, conversation)
+  if score and (newest == '' or tonumber(score) <= tonumber(newest)) then
+    redis.call('ZREM', recent, conversation)
+  end
+end
+"""
+)
+
+# unlist(recent, {member, newest score to remove or '', ...}) -> members removed
+_UNLIST = """
+local function unlist(recent, members)
+  local removed = 0
+  for i = 1, #members, 2 do
+    local score = redis.call('ZSCORE', recent, members[i])
+    if score and (members[i + 1] == '' or tonumber(score) <= tonumber(members[i + 1])) then
+      removed = removed + redis.call('ZREM', recent, members[i])
+    end
+  end
+  return removed
+end
+"""
+
 # KEYS: turns, conv, refs (one conversation)
 # ARGV: newest last write to drop ('' for any)
 # -> {1 dropped | 0 nothing there | -1 kept (written since), last write or '', refs entries}
-DROP = """
-local written = redis.call('HGET', KEYS[2], 't')
-if ARGV[1] ~= '' and written and tonumber(written) > tonumber(ARGV[1]) then
-  return {-1, '', {}}
-end
-local existed = redis.call('EXISTS', KEYS[2])
-local refs = redis.call('LRANGE', KEYS[3], 0, -1)
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-return {existed, written or '', refs}
+DROP = (
+    _DROP
+    + """
+local status, written, entries = drop(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
+return {status, written, entries}
 """
+)
 
 # KEYS: index, recent (one tenant)
 # ARGV: conversation, newest score to unlist ('' for any), refs entries...
 UNINDEX = (
-    _UNINDEX
+    _TAIL
+    + _UNINDEX_ALL
     + """
-local mine = ARGV[1] .. '\\31'
-for i = 3, #ARGV do unindex(KEYS[1], ARGV[i], mine) end
-local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if score and (ARGV[2] == '' or tonumber(score) <= tonumber(ARGV[2])) then
-  redis.call('ZREM', KEYS[2], ARGV[1])
-end
+unindex_all(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tail(3))
 return 1
 """
 )
@@ -212,16 +256,34 @@ return 1
 # KEYS: a recency sorted set
 # ARGV: member, newest score to remove ('' for any), [member, score...]
 # -> members removed
-UNLIST = """
-local removed = 0
-for i = 1, #ARGV, 2 do
-  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
-  if score and (ARGV[i + 1] == '' or tonumber(score) <= tonumber(ARGV[i + 1])) then
-    removed = removed + redis.call('ZREM', KEYS[1], ARGV[i])
-  end
-end
-return removed
+UNLIST = (
+    _UNLIST
+    + """
+return unlist(KEYS[1], ARGV)
 """
+)
+
+# DROP, UNINDEX and UNLIST as one script, for one server (a delete): the
+# same effects, in one round trip.
+# KEYS: turns, conv, refs, index, tenant's recent, recent
+# ARGV: newest last write to drop ('' for any), conversation,
+#       `<tenant>\x1f<conversation>`
+# -> 1 dropped | 0 nothing there | -1 kept (written since)
+DROP_ALL = (
+    _DROP
+    + _UNINDEX_ALL
+    + _UNLIST
+    + """
+local status, written, entries = drop(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
+if status == -1 then return -1 end
+-- unlist only what was written up to the dropped incarnation's last write
+local newest = written
+if newest == '' then newest = ARGV[1] end
+unindex_all(KEYS[4], KEYS[5], ARGV[2], newest, entries)
+unlist(KEYS[6], {ARGV[3], newest})
+return status
+"""
+)
 
 # What a sweep drops: the expired (last write before the cutoff), then the
 # least recently written beyond `max`, at most `batch` in all, plus one (the
@@ -237,24 +299,56 @@ if want == 0 then return {count, expired, {}} end
 return {count, expired, redis.call('ZRANGE', KEYS[1], 0, want, 'WITHSCORES')}
 """
 
-# KEYS: the responses sorted set
-# ARGV: now, member, ttl_ms, cutoff, max -> the members evicted (oldest first)
-LIST_RESPONSE = """
-redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[4])
-local excess = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[5])
-local evicted = {}
-if excess > 0 then
-  for _, member in ipairs(redis.call('ZRANGE', KEYS[1], 0, excess)) do
-    if #evicted < excess and member ~= ARGV[2] then
-      redis.call('ZREM', KEYS[1], member)
-      table.insert(evicted, member)
+# list_response(responses, now, member, ttl_ms, cutoff, max)
+# -> the members evicted (oldest first)
+_LIST_RESPONSE = """
+local function list_response(responses, now, member, ttl, cutoff, max)
+  redis.call('ZADD', responses, now, member)
+  redis.call('ZREMRANGEBYSCORE', responses, '-inf', '(' .. cutoff)
+  local excess = redis.call('ZCARD', responses) - tonumber(max)
+  local evicted = {}
+  if excess > 0 then
+    for _, name in ipairs(redis.call('ZRANGE', responses, 0, excess)) do
+      if #evicted < excess and name ~= member then
+        redis.call('ZREM', responses, name)
+        table.insert(evicted, name)
+      end
     end
   end
+  redis.call('PEXPIRE', responses, ttl)
+  return evicted
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+"""
+
+# KEYS: the responses sorted set
+# ARGV: now, member, ttl_ms, cutoff, max -> the members evicted (oldest first)
+LIST_RESPONSE = (
+    _LIST_RESPONSE
+    + """
+return list_response(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+"""
+)
+
+# The record, LIST_RESPONSE and the evicted records' deletion as one script,
+# for one server: the same effects, in one round trip. The evicted records'
+# keys are not declared (they are known only here), which one server allows;
+# each is Keys.response: `<prefix>{<tenant>:<id>}:response`.
+# KEYS: the record's key, the responses sorted set
+# ARGV: record, now, member, ttl_ms, cutoff, max, key prefix
+# -> the members evicted (oldest first)
+PUT_RESPONSE_ALL = (
+    _LIST_RESPONSE
+    + """
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
+local evicted = list_response(KEYS[2], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+for _, member in ipairs(evicted) do
+  local sep = string.find(member, '\\31', 1, true)
+  redis.call('DEL', ARGV[7] .. '{' .. string.sub(member, 1, sep - 1) .. ':'
+    .. string.sub(member, sep + 1) .. '}:response')
+end
 return evicted
 """
+)
 
 BY_NAME = {
     "APPEND": APPEND,
@@ -265,6 +359,8 @@ BY_NAME = {
     "DROP": DROP,
     "UNINDEX": UNINDEX,
     "UNLIST": UNLIST,
+    "DROP_ALL": DROP_ALL,
     "OLDEST": OLDEST,
     "LIST_RESPONSE": LIST_RESPONSE,
+    "PUT_RESPONSE_ALL": PUT_RESPONSE_ALL,
 }

@@ -210,3 +210,134 @@ async def test_one_script_and_three_scripts_leave_the_same_data(
     finally:
         for store in stores.values():
             await store.close()
+
+
+async def test_a_delete_and_a_stored_response_on_one_server_are_one_round_trip(
+    redis_server: RedisServer, raw: aioredis.Redis
+) -> None:
+    store = RedisStore(
+        redis_server.url, prefix=f"trip-d-{uuid.uuid4().hex[:6]}:", max_conversations=2
+    )
+    await store.start()
+    try:
+        # load every script first (redis-py sends SCRIPT LOAD on a miss)
+        await store.append(ConversationKey(ALICE, "c1"), turn("1"), TurnRefs(("call_1",)))
+        await store.append(ConversationKey(ALICE, "c2"), turn("2"), TurnRefs())
+        await store.delete(ConversationKey(ALICE, "c2"))
+        await store.put_response(ALICE, "resp_0", b'{"id": "resp_0"}')
+        await store.put_response(ALICE, "resp_1", b'{"id": "resp_1"}')
+        async with Monitor(redis_server) as monitor:
+            await monitor.sent_by_clients()
+            await store.put_response(BOB, "resp_2", b'{"id": "resp_2"}')  # evicts resp_0
+            (sent,) = await monitor.sent_by_clients()
+            assert sent.startswith(f'"EVALSHA" "{sha(scripts.PUT_RESPONSE_ALL)}" "2" ')
+            assert store.evictions == 1
+            assert await raw.exists(store.keys.response(ALICE, "resp_0")) == 0
+            assert await raw.get(store.keys.response(BOB, "resp_2")) == b'{"id": "resp_2"}'
+            await monitor.sent_by_clients()
+
+            assert await store.delete(ConversationKey(ALICE, "c1")) is True
+            (sent,) = await monitor.sent_by_clients()
+            assert sent.startswith(f'"EVALSHA" "{sha(scripts.DROP_ALL)}" "6" ')
+            assert await store.delete(ConversationKey(ALICE, "c1")) is False
+            assert names(await monitor.sent_by_clients()) == ["EVALSHA"]
+            assert await store.lookup(ALICE, "t:call_1") is None
+            assert await store.conversations(ALICE) == []
+            await monitor.sent_by_clients()
+
+            # the path a cluster takes: the record, its listing, the evicted record
+            store.one_script = False
+            await store.put_response(BOB, "resp_3", b'{"id": "resp_3"}')  # loads its scripts
+            await store.append(ConversationKey(ALICE, "c3"), turn("3"), TurnRefs())
+            await store.delete(ConversationKey(ALICE, "c3"))
+            await store.append(ConversationKey(ALICE, "c4"), turn("4"), TurnRefs())
+            await monitor.sent_by_clients()
+            await store.put_response(BOB, "resp_4", b'{"id": "resp_4"}')  # evicts resp_2
+            assert names(await monitor.sent_by_clients()) == ["SET", "EVALSHA", "DEL"]
+            assert await raw.exists(store.keys.response(BOB, "resp_2")) == 0
+            await monitor.sent_by_clients()
+            assert await store.delete(ConversationKey(ALICE, "c4")) is True
+            assert names(await monitor.sent_by_clients()) == ["EVALSHA"] * 3
+    finally:
+        await store.close()
+
+
+async def test_one_script_and_the_cluster_path_leave_the_same_data_for_responses_and_deletes(
+    redis_server: RedisServer, raw: aioredis.Redis
+) -> None:
+    clock = FakeClock()
+    run = uuid.uuid4().hex[:6]
+    stores: dict[str, RedisStore] = {}
+    for one_script in (True, False):
+        prefix = f"same-d-{run}-{int(one_script)}:"
+        store = RedisStore(
+            redis_server.url, prefix=prefix, clock=clock, max_conversations=3, ttl_seconds=600
+        )
+        store.one_script = one_script
+        await store.start()
+        stores[prefix] = store
+    gens: dict[str, dict[str, str]] = {prefix: {} for prefix in stores}
+
+    async def append(tenant: str, conversation: str, text: str, refs: TurnRefs) -> None:
+        for prefix, store in stores.items():
+            await store.append(ConversationKey(tenant, conversation), turn(text, call=text), refs)
+            gen = await raw.hget(store.keys.conversation(tenant, conversation)[1], "gen")
+            assert isinstance(gen, bytes)
+            gens[prefix].setdefault(gen.decode(), f"<gen {len(gens[prefix])}>")
+        clock.now += 1.5
+
+    async def put(tenant: str, response_id: str) -> None:
+        body = f'{{"id": "{response_id}", "tenant": "{tenant}"}}'.encode()
+        for store in stores.values():
+            await store.put_response(tenant, response_id, body)
+        assert len({store.evictions for store in stores.values()}) == 1
+        clock.now += 1.5
+
+    async def delete(tenant: str, conversation: str) -> bool:
+        results = [await s.delete(ConversationKey(tenant, conversation)) for s in stores.values()]
+        assert results[0] == results[1]
+        clock.now += 1.5
+        return results[0]
+
+    try:
+        await append(ALICE, "c1", "a0", TurnRefs(("call_a0", "call_shared"), "fp-0"))
+        await append(ALICE, "c1", "a1", TurnRefs(("call_a1",)))
+        await append(ALICE, "c2", "c0", TurnRefs(("call_shared",)))  # takes the entry over
+        await append(BOB, "c1", "b0", TurnRefs(("call_b0",), "fp-0"))
+        for i in range(6):  # past max_conversations: the oldest responses go, keys and all
+            await put(ALICE if i % 2 else BOB, f"resp_{i}")
+        await put(ALICE, "resp_1")  # written again: newest now
+        await put(BOB, "resp_6")
+        assert await delete(ALICE, "c1") is True  # its entries, but not c2's
+        assert await delete(ALICE, "c1") is False
+        assert await delete(ALICE, "missing") is False
+        await append(ALICE, "c1", "new", TurnRefs(("call_new",)))  # a new c1
+        assert await delete(BOB, "c1") is True  # the tenant's last conversation
+        clock.now += 700  # past the TTL: listed responses expire from the set
+        await put(BOB, "resp_7")
+
+        one, cluster = [await _dump(raw, prefix, gens[prefix]) for prefix in stores]
+        assert one == cluster
+        # the dump sees the data: what is left, and what is not
+        assert {store.evictions for store in stores.values()} == {5}
+        # resp_0, 2, 3 and 4 evicted, keys and all; resp_1, 5 and 6 expired
+        # from the set (their keys expire on their own TTL)
+        assert sorted(name for name in one if name.endswith(":response")) == [
+            f"{{{t}:{i}}}:response"
+            for t, i in [(ALICE, "resp_1"), (ALICE, "resp_5"), (BOB, "resp_6"), (BOB, "resp_7")]
+        ]
+        assert one[f"{{{ALICE}:resp_5}}:response"] == (
+            "string",
+            f'{{"id": "resp_5", "tenant": "{ALICE}"}}',
+            10,
+        )
+        assert one["responses"][1] == [(f"{BOB}\x1fresp_7", clock.now - 1.5)]
+        assert one[f"{{{ALICE}}}:index"][1] == {
+            "t:call_shared": "c2\x1f<gen 1>\x1f0",
+            "t:call_new": "c1\x1f<gen 3>\x1f0",
+        }
+        assert [m for m, _ in one["recent"][1]] == [f"{ALICE}\x1fc2", f"{ALICE}\x1fc1"]
+        assert f"{{{BOB}:c1}}:conv" not in one
+    finally:
+        for store in stores.values():
+            await store.close()
