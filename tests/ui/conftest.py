@@ -127,7 +127,10 @@ class Inspector:
         return path
 
 
-@pytest.fixture(scope="session")
+# Package scope: Playwright's sync API holds an event loop on the main thread
+# while it runs, so it must end with this package, before any test that runs
+# its own loop (asyncio.run) can come after it.
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Browser]:
     if shutil.which(CHROMIUM) is None:
         pytest.skip("the inspector tests need Chromium at /usr/bin/chromium")
