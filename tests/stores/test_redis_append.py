@@ -153,20 +153,27 @@ async def _dump(raw: aioredis.Redis, prefix: str, gens: dict[str, str]) -> dict[
     return out
 
 
+async def _both_paths(
+    redis_server: RedisServer, name: str, clock: FakeClock, **bounds: int
+) -> dict[str, RedisStore]:
+    """Two started stores on one server, by key prefix: the one-script path
+    and the cluster's path (`one_script` off)."""
+    run = uuid.uuid4().hex[:6]
+    stores: dict[str, RedisStore] = {}
+    for one_script in (True, False):
+        prefix = f"{name}-{run}-{int(one_script)}:"
+        store = RedisStore(redis_server.url, prefix=prefix, clock=clock, ttl_seconds=600, **bounds)
+        store.one_script = one_script
+        await store.start()
+        stores[prefix] = store
+    return stores
+
+
 async def test_one_script_and_three_scripts_leave_the_same_data(
     redis_server: RedisServer, raw: aioredis.Redis
 ) -> None:
     clock = FakeClock()
-    run = uuid.uuid4().hex[:6]
-    stores = {}
-    for one_script in (True, False):
-        prefix = f"same-{run}-{int(one_script)}:"
-        store = RedisStore(
-            redis_server.url, prefix=prefix, clock=clock, max_turns=3, ttl_seconds=600
-        )
-        store.one_script = one_script
-        await store.start()
-        stores[prefix] = store
+    stores = await _both_paths(redis_server, "same", clock, max_turns=3)
     gens: dict[str, dict[str, str]] = {prefix: {} for prefix in stores}
 
     async def both(tenant: str, conversation: str, text: str, refs: TurnRefs) -> None:
@@ -266,16 +273,7 @@ async def test_one_script_and_the_cluster_path_leave_the_same_data_for_responses
     redis_server: RedisServer, raw: aioredis.Redis
 ) -> None:
     clock = FakeClock()
-    run = uuid.uuid4().hex[:6]
-    stores: dict[str, RedisStore] = {}
-    for one_script in (True, False):
-        prefix = f"same-d-{run}-{int(one_script)}:"
-        store = RedisStore(
-            redis_server.url, prefix=prefix, clock=clock, max_conversations=3, ttl_seconds=600
-        )
-        store.one_script = one_script
-        await store.start()
-        stores[prefix] = store
+    stores = await _both_paths(redis_server, "same-d", clock, max_conversations=3)
     gens: dict[str, dict[str, str]] = {prefix: {} for prefix in stores}
 
     async def append(tenant: str, conversation: str, text: str, refs: TurnRefs) -> None:
