@@ -145,7 +145,7 @@ class Planner:
             settings=settings,
         )
         payload["messages"] = plan.result.messages
-        apply_params(payload, params, frozenset(from_headers) if from_headers else frozenset())
+        apply_params(payload, params, frozenset(from_headers))
         extra = [
             ("x-context-tokens-effective", str(plan.effective)),
             ("x-context-tokens-raw", str(plan.raw)),

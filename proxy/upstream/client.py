@@ -220,4 +220,4 @@ class Upstream:
                         code="upstream_response_too_large",
                     )
                 parts.append(data)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return b"".join(parts)  # (one part comes back as it is)
