@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.harness import FakeUpstream
+from tests.messages_wire import OPEN_CLIENTS
 from tests.stores.servers import RedisServer
 
 settings.register_profile("default", deadline=None, max_examples=150)
@@ -45,3 +46,11 @@ def upstream_server() -> Iterator[FakeUpstream]:
 def upstream(upstream_server: FakeUpstream) -> FakeUpstream:
     upstream_server.reset()
     return upstream_server
+
+
+@pytest.fixture(autouse=True)
+def _close_sdk_clients() -> Iterator[None]:
+    """Close the anthropic SDK clients a test opened (tests.messages_wire)."""
+    yield
+    while OPEN_CLIENTS:
+        OPEN_CLIENTS.pop().close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anthropic
 import orjson
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import (
@@ -18,6 +19,17 @@ from anthropic.types import (
     RawMessageStopEvent,
 )
 from pydantic import BaseModel
+
+# SDK clients the running test opened; tests/conftest.py closes them after it
+OPEN_CLIENTS: list[anthropic.Anthropic] = []
+
+
+def sdk_client(base: str, api_key: str) -> anthropic.Anthropic:
+    """An anthropic SDK client of the proxy at `base`, closed when the test ends."""
+    sdk = anthropic.Anthropic(base_url=base, api_key=api_key, max_retries=0)
+    OPEN_CLIENTS.append(sdk)
+    return sdk
+
 
 EVENT_TYPES: dict[str, type[BaseModel]] = {
     "message_start": RawMessageStartEvent,

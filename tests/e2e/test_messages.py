@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -17,26 +16,14 @@ import pytest
 
 from tests.casefiles import chunk
 from tests.harness import FakeUpstream, Json, Stream, route_config, running_proxy
-from tests.messages_wire import accumulate, parse_events
+from tests.messages_wire import accumulate, parse_events, sdk_client
 
 KEY = "sk-ant-test"
 
 
-OPEN: list[anthropic.Anthropic] = []
-
-
-def client(proxy_base: str, api_key: str = KEY) -> anthropic.Anthropic:
+def client(base: str, api_key: str = KEY) -> anthropic.Anthropic:
     """An SDK client, closed when the test ends."""
-    sdk = anthropic.Anthropic(base_url=proxy_base, api_key=api_key, max_retries=0)
-    OPEN.append(sdk)
-    return sdk
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    yield
-    while OPEN:
-        OPEN.pop().close()
+    return sdk_client(base, api_key)
 
 
 def completion(message: dict[str, Any], finish: str = "stop", **extra: Any) -> dict[str, Any]:

@@ -4,32 +4,21 @@ sealed on the way out and the upstream's own come back, the turn is stored."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
 import httpx
 import orjson
-import pytest
 
 from tests.harness import FakeUpstream, Json, Stream, route_config, running_proxy
-from tests.messages_wire import accumulate, parse_events
+from tests.messages_wire import accumulate, parse_events, sdk_client
 
 KEY = "sk-ant-client"
-OPEN: list[anthropic.Anthropic] = []
 
 
 def client(base: str, api_key: str = KEY) -> anthropic.Anthropic:
-    sdk = anthropic.Anthropic(base_url=base, api_key=api_key, max_retries=0)
-    OPEN.append(sdk)
-    return sdk
-
-
-@pytest.fixture(autouse=True)
-def _close_clients() -> Iterator[None]:
-    yield
-    while OPEN:
-        OPEN.pop().close()
+    """An SDK client, closed when the test ends."""
+    return sdk_client(base, api_key)
 
 
 def ev(name: str, data: dict[str, Any]) -> bytes:
