@@ -6,22 +6,28 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 from aiohttp import web
 from multidict import CIMultiDict
 
 from proxy.app import create_app
 from proxy.config import Config, build_config
+from proxy.demo.run import ENV_DELAY_MS
 from proxy.runtime import Runtime
 
 
@@ -29,6 +35,45 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextmanager
+def running_demo(output: Path) -> Iterator[str]:
+    """`python -m proxy demo` on a free port (streams without delays, the
+    memory store), its output in `output`; yields its base URL once healthy."""
+    port = free_port()
+    env = {**os.environ, ENV_DELAY_MS: "0"}
+    env.pop("REASONING_PROXY_STORE", None)
+    with output.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "proxy", "demo", "--port", str(port)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=Path(__file__).resolve().parents[1],
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError("the demo exited:\n" + output.read_text())
+            try:
+                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the demo did not become healthy:\n" + output.read_text())
+            time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
 
 
 def sse(chunk: dict[str, Any]) -> bytes:

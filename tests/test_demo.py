@@ -6,16 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import pytest
 
@@ -31,7 +26,7 @@ from proxy.demo.run import (
 from proxy.demo.simulator import Simulator
 from proxy.demo.wire import FINGERPRINT, MODELS
 from proxy.errors import ConfigError
-from tests.harness import free_port
+from tests.harness import running_demo
 
 REPO = Path(__file__).resolve().parent.parent
 QUESTION = "What is 17 * 23?"
@@ -459,40 +454,9 @@ class Demo:
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
-    port = free_port()
     output = tmp_path_factory.mktemp("demo") / "output.txt"
-    env = {**os.environ, ENV_DELAY_MS: "0"}
-    env.pop("REASONING_PROXY_STORE", None)
-    with output.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "demo", "--port", str(port)],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=REPO,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail("the demo exited:\n" + output.read_text())
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("the demo did not become healthy:\n" + output.read_text())
-            time.sleep(0.1)
+    with running_demo(output) as base:
         yield Demo(base, output)
-    finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
 
 
 def test_the_demo_prints_how_to_use_it(demo: Demo) -> None:

@@ -7,10 +7,6 @@ tool-call turn that comes back without its reasoning."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-import time
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,9 +27,8 @@ from agents import (
 from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from proxy.demo.run import ENV_DELAY_MS
 from proxy.demo.wire import MODELS
-from tests.harness import free_port
+from tests.harness import running_demo
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 QUESTION = "What is 17 * 23?"
@@ -60,40 +55,8 @@ class Demo:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     """`python -m proxy demo` on a free port, streams without delays."""
-    port = free_port()
-    output = tmp_path_factory.mktemp("demo") / "output.txt"
-    env = {**os.environ, ENV_DELAY_MS: "0"}
-    env.pop("REASONING_PROXY_STORE", None)
-    with output.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "demo", "--port", str(port)],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=REPO,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail("the demo exited:\n" + output.read_text())
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("the demo did not become healthy:\n" + output.read_text())
-            time.sleep(0.1)
+    with running_demo(tmp_path_factory.mktemp("demo") / "output.txt") as base:
         yield Demo(base)
-    finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
 
 
 def sdk(demo: Demo) -> openai.OpenAI:
