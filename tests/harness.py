@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,15 +38,20 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_demo(output: Path) -> Iterator[str]:
-    """`python -m proxy demo` on a free port (streams without delays, the
-    memory store), its output in `output`; yields its base URL once healthy."""
+def running_demo(
+    output: Path, *, command: Sequence[str] | None = None, fast: bool = True
+) -> Iterator[str]:
+    """The demo on a free port, its output in `output`; yields its base URL
+    once healthy. `command`: how to start it (default `python -m proxy`);
+    `fast`: streams without the demo's delays. No REASONING_PROXY_*
+    setting of the environment reaches it (the memory store, no secret)."""
     port = free_port()
-    env = {**os.environ, ENV_DELAY_MS: "0"}
-    env.pop("REASONING_PROXY_STORE", None)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REASONING_PROXY_")}
+    if fast:
+        env[ENV_DELAY_MS] = "0"
     with output.open("wb") as sink:
         process = subprocess.Popen(
-            [sys.executable, "-m", "proxy", "demo", "--port", str(port)],
+            [*(command or [sys.executable, "-m", "proxy"]), "demo", "--port", str(port)],
             stdout=sink,
             stderr=subprocess.STDOUT,
             env=env,

@@ -4,19 +4,16 @@ the README says, so none of them can rot."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.harness import free_port
+from tests.harness import running_demo
 
 REPO = Path(__file__).parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -31,28 +28,10 @@ def blocks(text: str, language: str) -> list[str]:
 def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     command = shutil.which("reasoning-proxy", path=str(Path(sys.executable).parent))
     assert command, "the console script is installed with the package"
-    port = free_port()
     log = tmp_path_factory.mktemp("demo") / "demo.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REASONING_PROXY_")}
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [command, "demo", "--port", str(port)], stdout=sink, stderr=subprocess.STDOUT, env=env
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield port
-    finally:
-        process.terminate()
-        process.wait(20)
+    # the README's snippets run against the demo as a user starts it
+    with running_demo(log, command=[command], fast=False) as base:
+        yield int(base.rsplit(":", 1)[1])
 
 
 def on(port: int, snippet: str) -> str:

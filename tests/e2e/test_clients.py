@@ -10,14 +10,12 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.harness import free_port
+from tests.harness import running_demo
 
 REPO = Path(__file__).parents[2]
 README = (REPO / "README.md").read_text(encoding="utf-8")
@@ -29,29 +27,9 @@ ANSWER = "17 * 23 = 391."
 def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     command = shutil.which("reasoning-proxy", path=str(Path(sys.executable).parent))
     assert command, "the console script is installed with the package"
-    port = free_port()
     log = tmp_path_factory.mktemp("demo") / "demo.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REASONING_PROXY_")}
-    env["REASONING_PROXY_DEMO_DELAY_MS"] = "0"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [command, "demo", "--port", str(port)], stdout=sink, stderr=subprocess.STDOUT, env=env
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.terminate()
-        process.wait(20)
+    with running_demo(log, command=[command]) as base:
+        yield base + "/v1"
 
 
 def run(base: str, script: str) -> dict[str, str]:
