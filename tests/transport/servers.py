@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import socket
 import ssl
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 WAIT = 5.0  # the longest any test waits for something that should happen soon
@@ -199,3 +200,26 @@ def answering(*answers: bytes | None) -> Handler:
             await conn.send(answer)
 
     return handler
+
+
+@contextlib.contextmanager
+def blackhole() -> Iterator[int]:
+    """A port whose connects hang: a listener with a full accept queue
+    (backlog 0, never accepted), so Linux drops further SYNs."""
+    listener = socket.socket()
+    fillers: list[socket.socket] = []
+    try:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        for _ in range(4):
+            filler = socket.socket()
+            filler.setblocking(False)
+            fillers.append(filler)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+        yield port
+    finally:
+        for s in fillers:
+            s.close()
+        listener.close()

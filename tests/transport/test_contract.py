@@ -9,10 +9,9 @@ import asyncio
 import contextlib
 import gzip
 import itertools
-import socket
 import ssl
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from tests.transport.servers import (
     Conn,
     RawServer,
     answering,
+    blackhole,
     chunk,
     chunked,
     chunked_head,
@@ -364,29 +364,6 @@ async def test_head_gets_no_body(client: str) -> None:
 
 
 # -- timeouts --------------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def blackhole() -> Iterator[int]:
-    """A port whose connects hang: a listener with a full accept queue
-    (backlog 0, never accepted), so Linux drops further SYNs."""
-    listener = socket.socket()
-    fillers: list[socket.socket] = []
-    try:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        for _ in range(4):
-            filler = socket.socket()
-            filler.setblocking(False)
-            fillers.append(filler)
-            with contextlib.suppress(BlockingIOError):
-                filler.connect(("127.0.0.1", port))
-        yield port
-    finally:
-        for s in fillers:
-            s.close()
-        listener.close()
 
 
 async def test_connect_timeout(client: str) -> None:

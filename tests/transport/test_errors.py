@@ -8,12 +8,10 @@ or the path."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
 import ssl
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,7 +19,7 @@ import pytest
 
 from tests.casefiles import chunk, read_stream
 from tests.harness import free_port, running_proxy, sse
-from tests.transport.servers import Conn, ServerThread, chunked_head
+from tests.transport.servers import Conn, ServerThread, blackhole, chunked_head
 from tests.transport.servers import chunk as http_chunk
 
 ROUTE_KEY = "sk-route-key-never-shown-0123456789"
@@ -168,29 +166,6 @@ def test_idle_timeout(client: str, warnings: pytest.LogCaptureFixture) -> None:
         cause="idle_timeout",
         said="The upstream did not answer within the route's idle timeout.",
     )
-
-
-@contextlib.contextmanager
-def blackhole() -> Iterator[int]:
-    """A port whose connects hang: a listener with a full accept queue
-    (backlog 0, never accepted), so Linux drops further SYNs."""
-    listener = socket.socket()
-    fillers: list[socket.socket] = []
-    try:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        for _ in range(4):
-            filler = socket.socket()
-            filler.setblocking(False)
-            fillers.append(filler)
-            with contextlib.suppress(BlockingIOError):
-                filler.connect(("127.0.0.1", port))
-        yield port
-    finally:
-        for s in fillers:
-            s.close()
-        listener.close()
 
 
 def test_connect_timeout(client: str, warnings: pytest.LogCaptureFixture) -> None:
