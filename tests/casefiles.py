@@ -12,6 +12,20 @@ import orjson
 
 HERE = Path(__file__).parent / "cases"
 
+# The tool of the conformance cases' tool loops, as Chat Completions declares
+# it, and as the Responses API does (the function's fields at the top).
+WEATHER_FUNCTION: Any = {
+    "name": "get_weather",
+    "description": "Current weather for a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+}
+WEATHER_CHAT_TOOL: Any = {"type": "function", "function": WEATHER_FUNCTION}
+WEATHER_RESPONSES_TOOL: Any = {"type": "function", **WEATHER_FUNCTION}
+
 
 def case_dirs(kind: str) -> list[Path]:
     dirs = [HERE / kind]

@@ -26,22 +26,12 @@ from proxy.demo.run import (
 from proxy.demo.simulator import Simulator
 from proxy.demo.wire import FINGERPRINT, MODELS
 from proxy.errors import ConfigError
+from tests.casefiles import WEATHER_CHAT_TOOL
 from tests.harness import running_demo
 
 REPO = Path(__file__).resolve().parent.parent
 QUESTION = "What is 17 * 23?"
-WEATHER_TOOL: Any = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
+WEATHER_TOOL: Any = WEATHER_CHAT_TOOL
 
 
 # -- the simulator as an ASGI app ----------------------------------------------------

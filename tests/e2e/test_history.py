@@ -11,22 +11,10 @@ import openai
 import pytest
 
 from tests import casefiles
+from tests.casefiles import WEATHER_CHAT_TOOL
 from tests.harness import FakeUpstream, Json, Stream, route_config, running_proxy
 
-TOOLS: Any = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather for a city",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    }
-]
+TOOLS: Any = [WEATHER_CHAT_TOOL]
 CITIES = ["Paris", "Oslo", "Lima"]
 
 

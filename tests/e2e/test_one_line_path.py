@@ -19,22 +19,12 @@ import httpx
 import openai
 import pytest
 
+from tests.casefiles import WEATHER_CHAT_TOOL
 from tests.harness import free_port
 from tests.stores.servers import ProxyProcess, wait_until
 
 KIMI_400 = "thinking is enabled but reasoning_content is missing in assistant tool call message"
-WEATHER: Any = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
+WEATHER: Any = WEATHER_CHAT_TOOL
 
 
 def _answers(url: str) -> bool:

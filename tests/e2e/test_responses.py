@@ -16,21 +16,12 @@ import pytest
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from tests.casefiles import chunk
+from tests.casefiles import WEATHER_RESPONSES_TOOL, chunk
 from tests.harness import FakeUpstream, Json, ProxyServer, Stream, route_config, running_proxy
 
 KEY = "sk-test-alice"
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
-WEATHER_TOOL: Any = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather for a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
+WEATHER_TOOL: Any = WEATHER_RESPONSES_TOOL
 ENCRYPTED = ["reasoning.encrypted_content"]
 # OpenRouter-style artefacts: what a native upstream must get back byte for byte
 DETAILS = [

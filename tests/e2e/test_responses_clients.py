@@ -28,20 +28,12 @@ from openai.types.responses import ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from proxy.demo.wire import MODELS
+from tests.casefiles import WEATHER_RESPONSES_TOOL
 from tests.harness import running_demo
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 QUESTION = "What is 17 * 23?"
-WEATHER_TOOL: Any = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Current weather for a city",
-    "parameters": {
-        "type": "object",
-        "properties": {"city": {"type": "string"}},
-        "required": ["city"],
-    },
-}
+WEATHER_TOOL: Any = WEATHER_RESPONSES_TOOL
 
 
 REPO = Path(__file__).resolve().parents[2]
