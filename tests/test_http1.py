@@ -43,6 +43,7 @@ from tests.http1_servers import (
     unused_port,
     wait_until,
 )
+from tests.transport.servers import blackhole
 
 pytestmark = pytest.mark.anyio
 
@@ -828,20 +829,7 @@ async def test_connect_refused_raises_connect_failed() -> None:
 
 
 async def test_connect_timeout() -> None:
-    # a listening socket whose accept queue is full (backlog 0, never
-    # accepted): Linux drops further SYNs, so a connect hangs
-    listener = socket.socket()
-    fillers: list[socket.socket] = []
-    try:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(0)
-        port = listener.getsockname()[1]
-        for _ in range(4):
-            filler = socket.socket()
-            filler.setblocking(False)
-            fillers.append(filler)
-            with contextlib.suppress(BlockingIOError):
-                filler.connect(("127.0.0.1", port))
+    with blackhole() as port:
         await asyncio.sleep(0.1)
         origin = http1.Origin("http", "127.0.0.1", port)
         async with opened_pool(limit=1) as pool:
@@ -849,10 +837,6 @@ async def test_connect_timeout() -> None:
                 await pool.request(
                     origin, "GET", "/", [], None, connect_timeout=0.3, idle_timeout=5
                 )
-    finally:
-        for s in fillers:
-            s.close()
-        listener.close()
 
 
 @pytest.mark.parametrize(
