@@ -4,6 +4,7 @@ framework): reading a bounded body, decoding headers, sending responses."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
@@ -78,6 +79,10 @@ class DisconnectWatch:
             self._watcher.cancel()
 
 
+# CR, LF or NUL in a header value (one regex search beats three `in` tests)
+_CONTROL = re.compile(rb"[\r\n\x00]").search
+
+
 def request_headers(scope: Scope, max_value_bytes: int) -> list[tuple[str, str]]:
     """The request's headers as (lower-case name, value). Values with CR, LF
     or NUL, or longer than the bound, are refused (never echoed)."""
@@ -90,7 +95,7 @@ def request_headers(scope: Scope, max_value_bytes: int) -> list[tuple[str, str]]
                 param=name,
                 code="header_too_large",
             )
-        if b"\r" in raw_value or b"\n" in raw_value or b"\0" in raw_value:
+        if _CONTROL(raw_value):
             raise BadRequest(
                 f"The value of header {name} contains CR, LF or NUL.",
                 param=name,

@@ -30,29 +30,32 @@ PER_MESSAGE = 4  # role and separators around each message
 PER_REQUEST = 3  # the assistant reply's priming
 
 
+# fields of a message whose string values are counted as they are
+_TEXT_FIELDS = frozenset(("reasoning_content", "reasoning", "thinking", "name", "tool_call_id"))
+
+
 def message_tokens(message: Any, count: Count) -> int:
     if not isinstance(message, dict):
         return 0
     total = PER_MESSAGE + count(str(message.get("role", "")))
     total += count(content_text(message.get("content")))
-    for key in ("reasoning_content", "reasoning", "thinking", "name", "tool_call_id"):
-        value = message.get(key)
-        if isinstance(value, str):
-            total += count(value)
-    details = message.get("reasoning_details")
-    if isinstance(details, list):
-        total += count(details_text(details))
-    blocks = message.get("thinking_blocks")
-    if isinstance(blocks, list):
-        total += count(blocks_text(blocks))
-    calls = message.get("tool_calls")
-    if isinstance(calls, list):
-        for call in calls:
-            function = call.get("function") if isinstance(call, dict) else None
-            if isinstance(function, dict):
-                total += count(str(function.get("name", ""))) + count(
-                    str(function.get("arguments", ""))
-                )
+    for key, value in message.items():  # most messages hold only role and content
+        if key in _TEXT_FIELDS:
+            if isinstance(value, str):
+                total += count(value)
+        elif key == "reasoning_details":
+            if isinstance(value, list):
+                total += count(details_text(value))
+        elif key == "thinking_blocks":
+            if isinstance(value, list):
+                total += count(blocks_text(value))
+        elif key == "tool_calls" and isinstance(value, list):
+            for call in value:
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict):
+                    total += count(str(function.get("name", ""))) + count(
+                        str(function.get("arguments", ""))
+                    )
     return total
 
 

@@ -20,6 +20,7 @@ from proxy.http1.errors import (
     PoolTimeout,
     ResponseTimeout,
 )
+from proxy.http1.gate import Gate
 from proxy.http1.request import Origin, encode_request
 
 
@@ -103,9 +104,9 @@ class Pool:
         env_proxies: EnvProxies | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        self._limit = asyncio.Semaphore(limit)
+        self._limit = Gate(limit)
         self._max_per_origin = max_per_origin
-        self._origin_slots: dict[Hashable, asyncio.Semaphore] = {}
+        self._origin_slots: dict[Hashable, Gate] = {}
         self._queue_timeout = queue_timeout
         self._on_change = on_change
         self.in_flight = 0
@@ -115,7 +116,7 @@ class Pool:
         self._idle: dict[Hashable, deque[Connection]] = {}
         self._sweep_timer: asyncio.TimerHandle | None = None
         # busy connections, with the origin slot each holds
-        self._in_use: dict[Connection, asyncio.Semaphore | None] = {}
+        self._in_use: dict[Connection, Gate | None] = {}
         self._env_proxies = env_proxies
         self._vias: dict[tuple[Hashable, ProxyURL | None], ProxyURL | None] = {}
         self._resolver = resolver
@@ -190,7 +191,7 @@ class Pool:
     async def _exchange(
         self,
         conn: Connection,
-        slot: asyncio.Semaphore | None,
+        slot: Gate | None,
         data: bytes,
         head_only: bool,
         idle_timeout: float,
@@ -202,25 +203,26 @@ class Pool:
 
     # -- request slots ---------------------------------------------------------------
 
-    async def _take_slots(self, origin: Hashable) -> asyncio.Semaphore | None:
+    async def _take_slots(self, origin: Hashable) -> Gate | None:
         """A slot of the origin's (returned, when there is a limit) and one of
         the pool's, waiting at most the queue timeout for both."""
         slot = None
         if self._max_per_origin is not None:
             slot = self._origin_slots.get(origin)
             if slot is None:
-                slot = self._origin_slots[origin] = asyncio.Semaphore(self._max_per_origin)
-        if self._limit.locked() or (slot is not None and slot.locked()):
-            await self._queue(slot)
-        else:  # both at once
+                slot = self._origin_slots[origin] = Gate(self._max_per_origin)
+        limit = self._limit
+        if limit.open and (slot is None or slot.open):  # both at once
             if slot is not None:
-                await slot.acquire()
-            await self._limit.acquire()
+                slot.take()
+            limit.take()
+        else:
+            await self._queue(slot)
         self.in_flight += 1
         self._changed()
         return slot
 
-    async def _queue(self, slot: asyncio.Semaphore | None) -> None:
+    async def _queue(self, slot: Gate | None) -> None:
         """Wait for the origin's slot, then the pool's, at most the queue
         timeout in all."""
         self.waiting += 1
@@ -229,12 +231,12 @@ class Pool:
         try:
             async with asyncio.timeout(self._queue_timeout):
                 if slot is not None:
-                    await slot.acquire()
+                    await slot.wait()
                     holding = True
-                await self._limit.acquire()
+                await self._limit.wait()
         except BaseException as exc:
             if holding and slot is not None:
-                slot.release()
+                slot.give()
             if isinstance(exc, TimeoutError):
                 raise PoolTimeout(f"no free request slot in {self._queue_timeout:g} s") from None
             raise
@@ -242,10 +244,10 @@ class Pool:
             self.waiting -= 1
             self._changed()
 
-    def _give_slots(self, slot: asyncio.Semaphore | None) -> None:
-        self._limit.release()
+    def _give_slots(self, slot: Gate | None) -> None:
+        self._limit.give()
         if slot is not None:
-            slot.release()
+            slot.give()
         self.in_flight -= 1
         self._changed()
 

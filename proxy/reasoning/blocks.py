@@ -181,7 +181,10 @@ def with_token_counts(turn: Turn, count: Callable[[str], int], **changes: Any) -
         counts[last] += reported - sum(counts)
     it = iter(counts)
     parts = tuple(
-        replace(p, tokens=next(it)) if isinstance(p, ThinkingBlock) else p for p in turn.parts
+        ThinkingBlock(p.thought, p.source_field, p.is_hidden, p.signature, p.encrypted, next(it))
+        if isinstance(p, ThinkingBlock)
+        else p
+        for p in turn.parts
     )
     return replace(turn, parts=parts, **changes)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import math
 import os
 from collections.abc import AsyncIterator, Callable
@@ -166,21 +167,10 @@ class Upstream:
             )
         )
 
-    @contextlib.asynccontextmanager
-    async def send(self, request: Request) -> AsyncIterator[Response]:
+    def send(self, request: Request) -> contextlib.AbstractAsyncContextManager[Response]:
         """Send `request` as it is; yields the response once its head arrived,
         releases it when the block ends."""
-        try:
-            response = await self.transport.send(request)
-        except SEND_ERRORS as exc:
-            raise send_failure(exc, request.origin, self._retry_after) from None
-        token = current_origin.set(request.origin)  # named by read failures' log lines
-        try:
-            yield response
-        finally:
-            current_origin.reset(token)
-            # back to the pool when the body was read to the end, else closed
-            response.release()
+        return _Sent(self, request)
 
     @staticmethod
     async def chunks(response: Response) -> AsyncIterator[bytes]:
@@ -221,3 +211,31 @@ class Upstream:
                     )
                 parts.append(data)
         return b"".join(parts)  # (one part comes back as it is)
+
+
+class _Sent:
+    """`Upstream.send`'s block (a class, not a generator-based context
+    manager: it runs once per upstream request)."""
+
+    __slots__ = ("_request", "_response", "_token", "_upstream")
+    _response: Response
+    _token: contextvars.Token[Origin | None]
+
+    def __init__(self, upstream: Upstream, request: Request) -> None:
+        self._upstream = upstream
+        self._request = request
+
+    async def __aenter__(self) -> Response:
+        request = self._request
+        try:
+            response = await self._upstream.transport.send(request)
+        except SEND_ERRORS as exc:
+            raise send_failure(exc, request.origin, self._upstream._retry_after) from None
+        self._response = response
+        self._token = current_origin.set(request.origin)  # named by read failures' log lines
+        return response
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        current_origin.reset(self._token)
+        # back to the pool when the body was read to the end, else closed
+        self._response.release()
