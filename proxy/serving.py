@@ -106,22 +106,11 @@ class DrainingServer(uvicorn.Server):
         self.should_exit = True
 
 
-# Allocations between two young-generation passes of the cyclic collector
-# (CPython's default: 700). A request makes a few hundred short-lived objects
-# that reference counting frees; at 700 a pass ran every request or two and
-# walked what the requests in flight still held. Measured: about 7 us less
-# CPU per non-streamed request (README, Benchmarks); at most this many
-# objects of cyclic garbage wait for a pass.
-GC_YOUNG_THRESHOLD = 20_000
-
-
 def _freeze_startup() -> None:
     """What start-up made (modules, the app, the config) lives as long as the
-    process: the cyclic collector need not walk it again on every full pass.
-    Young passes run less often (GC_YOUNG_THRESHOLD)."""
+    process: the cyclic collector need not walk it again on every full pass."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD)
 
 
 class _Worker(multiprocess.Process):
