@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from proxy.http1.gate import Gate
 from proxy.upstream.errors import TransportError
 
 
@@ -23,19 +24,22 @@ class Slots:
         queue_timeout: float,
         on_change: Callable[[int, int], None] | None = None,
     ) -> None:
-        self._free = asyncio.Semaphore(limit)
+        self._free = Gate(limit)
         self._queue_timeout = queue_timeout
         self._on_change = on_change
         self.in_flight = 0
         self.waiting = 0
 
     async def acquire(self) -> None:
-        if self._free.locked():
+        free = self._free
+        if free.open:
+            free.take()  # at once
+        else:
             self.waiting += 1
             self._changed()
             try:
                 async with asyncio.timeout(self._queue_timeout):
-                    await self._free.acquire()
+                    await free.wait()
             except TimeoutError:
                 raise TransportError(
                     "busy", f"no free request slot in {self._queue_timeout:g} s"
@@ -43,13 +47,11 @@ class Slots:
             finally:
                 self.waiting -= 1
                 self._changed()
-        else:
-            await self._free.acquire()  # at once
         self.in_flight += 1
         self._changed()
 
     def release(self) -> None:
-        self._free.release()
+        self._free.give()
         self.in_flight -= 1
         self._changed()
 
