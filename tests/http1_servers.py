@@ -1,17 +1,17 @@
 """Scripted servers and helpers for the tests of the HTTP/1.1 client
-(proxy.http1): a tiny `asyncio.start_server` on 127.0.0.1 (an ephemeral
-port) that reads the client's requests and writes scripted raw response
-bytes, so the framing, the splitting into socket writes and the closing of
-connections are exactly what each test says."""
+(proxy.http1): the transport suite's raw server (`tests.transport.servers`:
+an `asyncio.start_server` on an ephemeral port that reads the client's
+requests and writes scripted raw response bytes, so the framing, the
+splitting into socket writes and the closing of connections are exactly
+what each test says), with the pool's origin, and an egress proxy."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import socket
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,9 +19,12 @@ import pytest
 
 from proxy import http1
 
-# the scripted answers, shared with the transport suite
+# the scripted server and its answers, shared with the transport suite
 from tests.transport.servers import (  # noqa: F401
     HANG,
+    Conn,
+    Handler,
+    RawServer,
     answering,
     chunk,
     chunked,
@@ -44,103 +47,19 @@ BOTH_LOOPS = pytest.mark.parametrize(
 # -- the scripted upstream ------------------------------------------------------------
 
 
-class Conn:
-    """One accepted connection, as the handler sees it."""
+class Upstream(RawServer):
+    """The transport suite's RawServer, as the http1 tests count closes: a
+    connection the client reset does not count in `closed_by_client` (the
+    pool tests assert exact counts of clean closes)."""
 
-    def __init__(
-        self, upstream: Upstream, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        self.upstream = upstream
-        self.reader = reader
-        self.writer = writer
-        self.index = upstream.connections  # 1 for the first accepted connection
-
-    async def request(self) -> bytes | None:
-        """The next request's head and body; None when the client closed."""
-        try:
-            head = await self.reader.readuntil(b"\r\n\r\n")
-            length = re.search(rb"(?im)^content-length:[ \t]*(\d+)", head)
-            body = await self.reader.readexactly(int(length.group(1))) if length else b""
-        except (asyncio.IncompleteReadError, ConnectionError):
-            self.upstream.closed_by_client += 1
-            return None
-        self.upstream.requests.append(head + body)
-        return head + body
-
-    async def send(self, data: bytes) -> None:
-        self.writer.write(data)
-        await self.writer.drain()
-
-    async def send_pieces(self, pieces: Sequence[bytes], pause: float = 0.01) -> None:
-        """Each piece in its own socket write, with a pause between them."""
-        for piece in pieces:
-            await self.send(piece)
-            await asyncio.sleep(pause)
-
-    async def until_closed(self) -> None:
-        """Keep the connection open (sending nothing) until the client closes it."""
-        try:
-            while await self.reader.read(65536):
-                pass
-        except ConnectionError:
-            pass
-        self.upstream.closed_by_client += 1
-
-
-Handler = Callable[[Conn], Awaitable[None]]
-
-
-class Upstream:
     def __init__(
         self, handler: Handler, ssl_context: ssl.SSLContext | None = None, host: str = "127.0.0.1"
     ) -> None:
-        self.handler = handler
-        self.ssl_context = ssl_context
-        self.host = host
-        self.connections = 0  # accepted
-        self.closed_by_client = 0  # connections whose reader saw the client close
-        self.requests: list[bytes] = []
-        self.port = 0
-        self._server: asyncio.Server | None = None
-        self._writers: list[asyncio.StreamWriter] = []
-        self._tasks: set[asyncio.Task[Any]] = set()
+        super().__init__(handler, ssl_context, host, count_resets=False)
 
     @property
     def origin(self) -> http1.Origin:
-        return http1.Origin("https" if self.ssl_context else "http", self.host, self.port)
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, 0, ssl=self.ssl_context)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        self._writers.append(writer)
-        self.connections += 1
-        try:
-            await self.handler(Conn(self, reader, writer))
-        except (ConnectionError, ssl.SSLError):
-            pass
-        except asyncio.CancelledError:
-            pass  # by stop(); ended quietly (asyncio logs a handler task that was cancelled)
-        finally:
-            writer.close()
-            self._tasks.discard(task)
-
-    async def stop(self) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        for writer in self._writers:
-            writer.close()
-        for writer in self._writers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), WAIT)
-        await self._server.wait_closed()
+        return http1.Origin(self.scheme, self.host, self.port)
 
 
 @contextlib.asynccontextmanager

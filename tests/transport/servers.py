@@ -70,9 +70,21 @@ Handler = Callable[[Conn], Awaitable[None]]
 
 
 class RawServer:
-    def __init__(self, handler: Handler, ssl_context: ssl.SSLContext | None = None) -> None:
+    """`count_resets`: a connection the client reset (the handler's read or
+    write failed) counts in `closed_by_client`, like one it closed."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        ssl_context: ssl.SSLContext | None = None,
+        host: str = "127.0.0.1",
+        *,
+        count_resets: bool = True,
+    ) -> None:
         self.handler = handler
         self.ssl_context = ssl_context
+        self.host = host
+        self.count_resets = count_resets
         self.connections = 0  # accepted
         self.closed_by_client = 0  # connections whose reader saw the client close
         self.closed = threading.Event()  # set at each close seen (tests clear it)
@@ -90,14 +102,15 @@ class RawServer:
 
     @property
     def url(self) -> str:
-        return f"{self.scheme}://127.0.0.1:{self.port}/v1"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}/v1"
 
     def client_closed(self) -> None:
         self.closed_by_client += 1
         self.closed.set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.ssl_context)
+        self._server = await asyncio.start_server(self._serve, self.host, 0, ssl=self.ssl_context)
         self.port = self._server.sockets[0].getsockname()[1]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -109,9 +122,10 @@ class RawServer:
         try:
             await self.handler(Conn(self, reader, writer))
         except (ConnectionError, ssl.SSLError):
-            self.client_closed()
+            if self.count_resets:
+                self.client_closed()
         except asyncio.CancelledError:
-            pass  # by stop()
+            pass  # by stop(); ended quietly (asyncio logs a handler task that was cancelled)
         finally:
             writer.close()
             self._tasks.discard(task)
