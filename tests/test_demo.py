@@ -256,6 +256,42 @@ def test_kimi_calls_get_weather_with_arguments_in_pieces() -> None:
     assert joined(chunks, "content") == ""
 
 
+def agent_tool(name: str, *required: str) -> dict[str, Any]:
+    properties = {n: {"type": "string"} for n in (*required, "timeout")}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "parameters": {"type": "object", "properties": properties, "required": list(required)},
+        },
+    }
+
+
+def tool_call_of(content: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    body = {
+        "model": "demo-kimi",
+        "messages": [{"role": "user", "content": content}],
+        "tools": tools,
+    }
+    message = call("POST", "/v1/chat/completions", body).json["choices"][0]["message"]
+    function: dict[str, Any] = message["tool_calls"][0]["function"]
+    return function
+
+
+def test_the_tool_a_user_names_is_called_with_the_quoted_command() -> None:
+    """A coding agent offers dozens of tools: the one the user names is the
+    one called, every required parameter is filled, and a `quoted` span is
+    taken as it is."""
+    tools = [agent_tool("Agent", "description", "prompt"), agent_tool("Bash", "command")]
+    function = tool_call_of("Use the Bash tool to run `echo hello-from-tool`", tools)
+    assert function["name"] == "Bash"
+    assert json.loads(function["arguments"]) == {"command": "echo hello-from-tool"}
+    # no tool named: the first one, with all of its required parameters
+    function = tool_call_of("Plan a small refactoring of the parser", tools)
+    assert function["name"] == "Agent"
+    assert set(json.loads(function["arguments"])) == {"description", "prompt"}
+
+
 def tool_loop(reasoning: Any = None, *, with_key: bool = True) -> list[dict[str, Any]]:
     assistant: dict[str, Any] = {
         "role": "assistant",

@@ -94,7 +94,7 @@ def compose_reply(body: Mapping[str, Any], *, calls_tools: bool) -> Reply:
         call = None
     else:
         text = _last_user_text(messages)
-        tool = _offered_tool(body.get("tools")) if calls_tools else None
+        tool = _offered_tool(body.get("tools"), text) if calls_tools else None
         if tool is not None:
             sentences, call = _call_tool(text, tool, messages)
             answer = ""
@@ -213,11 +213,16 @@ def _key_words(text: str) -> list[str]:
 @dataclass(frozen=True, slots=True)
 class _Tool:
     name: str
-    argument: str | None  # the first (required) parameter, filled from the question
+    arguments: tuple[str, ...]  # the required parameters (else the first one), filled in
 
 
-def _offered_tool(tools: Any) -> _Tool | None:
-    """get_weather when offered, else the first function tool."""
+# `like this`: what a user quotes for a tool to take as it is (a command)
+_QUOTED = re.compile(r"`([^`]+)`")
+
+
+def _offered_tool(tools: Any, text: str = "") -> _Tool | None:
+    """get_weather when offered, else the tool the user names (a coding
+    agent offers dozens), else the first function tool."""
     offered: list[_Tool] = []
     for tool in tools if isinstance(tools, list) else ():
         function = tool.get("function") if isinstance(tool, dict) else None
@@ -226,18 +231,30 @@ def _offered_tool(tools: Any) -> _Tool | None:
         params = function.get("parameters")
         params = params if isinstance(params, dict) else {}
         names = [n for n in params.get("required") or () if isinstance(n, str)]
-        names += [n for n in params.get("properties") or {} if isinstance(n, str)]
-        offered.append(_Tool(function["name"], names[0] if names else None))
-    return next((t for t in offered if t.name == "get_weather"), offered[0] if offered else None)
+        if not names:
+            names = [n for n in params.get("properties") or {} if isinstance(n, str)][:1]
+        offered.append(_Tool(function["name"], tuple(names)))
+    if not offered:
+        return None
+    named = {w.lower() for w in _WORD.findall(text)}
+    return next(
+        (t for t in offered if t.name == "get_weather"),
+        next((t for t in offered if t.name.lower() in named), offered[0]),
+    )
 
 
 def _call_tool(
     text: str, tool: _Tool, messages: Sequence[Mapping[str, Any]]
 ) -> tuple[list[str], ToolCall]:
     arguments: dict[str, str] = {}
-    if tool.argument is not None:
-        place = tool.argument in ("city", "location", "place")
-        arguments[tool.argument] = _city(text) if place else _snippet(text, 80)
+    quoted = _QUOTED.search(text)
+    for name in tool.arguments:
+        if name in ("city", "location", "place"):
+            arguments[name] = _city(text)
+        elif quoted is not None:
+            arguments[name] = quoted.group(1)
+        else:
+            arguments[name] = _snippet(text, 80)
     shown = ", ".join(f"{k}={v}" for k, v in arguments.items())
     # The id depends on the conversation so far: the same request gets the
     # same id, different conversations get different ones.
