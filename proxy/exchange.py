@@ -126,7 +126,12 @@ class Planner:
                 "messages must be a non-empty array.", param="messages", code="invalid_messages"
             )
         model = payload.get("model")
-        model_name = model if isinstance(model, str) else None
+        if model is not None and not isinstance(model, str):
+            raise BadRequest("model must be a string.", param="model")
+        stream = payload.get("stream")
+        if stream is not None and not isinstance(stream, bool):  # null is the default
+            raise BadRequest("stream must be a boolean.", param="stream")
+        model_name = model
         route = self.route(model_name)
         dialect, settings, params, ignored = self._decide(
             route, model_name, profile_name, profile, from_headers

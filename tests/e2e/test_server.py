@@ -447,21 +447,42 @@ def test_body_too_large_is_413(upstream: FakeUpstream) -> None:
     assert upstream.requests == []
 
 
+HI = b'"messages": [{"role": "user", "content": "hi"}]'
+
+
 @pytest.mark.parametrize(
-    ("raw", "code"),
+    ("raw", "code", "param"),
     [
-        (b"{not json", "invalid_json"),
-        (b"[1, 2]", "invalid_json"),
-        (b'{"model": "m"}', "invalid_messages"),
-        (b'{"model": "m", "messages": "hi"}', "invalid_messages"),
+        (b"{not json", "invalid_json", None),
+        (b"[1, 2]", "invalid_json", None),
+        (b'{"model": "m"}', "invalid_messages", "messages"),
+        (b'{"model": "m", "messages": "hi"}', "invalid_messages", "messages"),
+        (b'{"model": 5, ' + HI + b"}", "invalid_request", "model"),
+        (b'{"model": "m", "stream": "yes", ' + HI + b"}", "invalid_request", "stream"),
     ],
 )
-def test_bad_bodies_are_400(upstream: FakeUpstream, raw: bytes, code: str) -> None:
+def test_bad_bodies_are_400(
+    upstream: FakeUpstream, raw: bytes, code: str, param: str | None
+) -> None:
     with running_proxy(route_config(upstream)) as proxy:
         r = httpx.post(f"{proxy.url}/chat/completions", content=raw, headers=KEY, timeout=30)
     assert r.status_code == 400
     assert r.json()["error"]["code"] == code
+    assert r.json()["error"]["param"] == param
     assert upstream.requests == []
+
+
+def test_a_null_stream_is_no_stream(upstream: FakeUpstream) -> None:
+    """OpenAI's `stream` is nullable: null is the default, not a type error."""
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/chat/completions",
+            json={**body(False), "stream": None},
+            headers=KEY,
+            timeout=30,
+        )
+    assert r.status_code == 200
+    assert r.json()["object"] == "chat.completion"
 
 
 def test_nul_in_a_header_value_is_400(upstream: FakeUpstream) -> None:
