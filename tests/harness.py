@@ -73,12 +73,17 @@ def running_demo(
             time.sleep(0.1)
         yield base
     finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop(process)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (the server drains and exits), SIGKILL after 20 s."""
+    process.terminate()
+    try:
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
 
 
 def sse(chunk: dict[str, Any]) -> bytes:

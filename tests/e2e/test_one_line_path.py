@@ -20,7 +20,7 @@ import openai
 import pytest
 
 from tests.casefiles import WEATHER_CHAT_TOOL
-from tests.harness import free_port
+from tests.harness import free_port, stop
 from tests.stores.servers import ProxyProcess, wait_until
 
 KIMI_400 = "thinking is enabled but reasoning_content is missing in assistant tool call message"
@@ -56,12 +56,7 @@ def simulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, P
             pytest.fail("the simulator exited:\n" + output.read_text())
         yield url, output
     finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
+        stop(process)
 
 
 def kimi_tool_loop(client: openai.OpenAI) -> tuple[str, str]:
