@@ -169,23 +169,39 @@ async def _both_paths(
     return stores
 
 
+class _Appends:
+    """Appends through both stores of `_both_paths`: the same results, and
+    each store's conversation generations named by first appearance (they
+    are random), so the two dumps compare."""
+
+    def __init__(self, stores: dict[str, RedisStore], raw: aioredis.Redis, clock: FakeClock):
+        self.stores = stores
+        self.raw = raw
+        self.clock = clock
+        self.gens: dict[str, dict[str, str]] = {prefix: {} for prefix in stores}
+
+    async def __call__(self, tenant: str, conversation: str, text: str, refs: TurnRefs) -> None:
+        results = []
+        for prefix, store in self.stores.items():
+            key = ConversationKey(tenant, conversation)
+            results.append(await store.append(key, turn(text, call=text), refs))
+            gen = await self.raw.hget(store.keys.conversation(tenant, conversation)[1], "gen")
+            assert isinstance(gen, bytes)
+            gens = self.gens[prefix]
+            gens.setdefault(gen.decode(), f"<gen {len(gens)}>")
+        assert results[0] == results[1]
+        self.clock.now += 1.5
+
+    async def dumps(self) -> list[dict[str, Any]]:
+        return [await _dump(self.raw, prefix, self.gens[prefix]) for prefix in self.stores]
+
+
 async def test_one_script_and_three_scripts_leave_the_same_data(
     redis_server: RedisServer, raw: aioredis.Redis
 ) -> None:
     clock = FakeClock()
     stores = await _both_paths(redis_server, "same", clock, max_turns=3)
-    gens: dict[str, dict[str, str]] = {prefix: {} for prefix in stores}
-
-    async def both(tenant: str, conversation: str, text: str, refs: TurnRefs) -> None:
-        results = []
-        for prefix, store in stores.items():
-            key = ConversationKey(tenant, conversation)
-            results.append(await store.append(key, turn(text, call=text), refs))
-            gen = await raw.hget(store.keys.conversation(tenant, conversation)[1], "gen")
-            assert gen is not None
-            gens[prefix].setdefault(gen.decode(), f"<gen {len(gens[prefix])}>")
-        assert results[0] == results[1]
-        clock.now += 1.5
+    both = _Appends(stores, raw, clock)
 
     try:
         for i in range(5):  # past max_turns: the oldest turns and their index entries go
@@ -198,7 +214,7 @@ async def test_one_script_and_three_scripts_leave_the_same_data(
         await both(ALICE, "c1", "new", TurnRefs(("call_new",)))
         await both(ALICE, "c1", "new2", TurnRefs(("call_new", "call_a4")))
 
-        one, three = [await _dump(raw, prefix, gens[prefix]) for prefix in stores]
+        one, three = await both.dumps()
         assert one == three
         # the dump sees the data: both tenants' index and recency, every conversation
         assert sorted(one) == sorted(
@@ -274,15 +290,7 @@ async def test_one_script_and_the_cluster_path_leave_the_same_data_for_responses
 ) -> None:
     clock = FakeClock()
     stores = await _both_paths(redis_server, "same-d", clock, max_conversations=3)
-    gens: dict[str, dict[str, str]] = {prefix: {} for prefix in stores}
-
-    async def append(tenant: str, conversation: str, text: str, refs: TurnRefs) -> None:
-        for prefix, store in stores.items():
-            await store.append(ConversationKey(tenant, conversation), turn(text, call=text), refs)
-            gen = await raw.hget(store.keys.conversation(tenant, conversation)[1], "gen")
-            assert isinstance(gen, bytes)
-            gens[prefix].setdefault(gen.decode(), f"<gen {len(gens[prefix])}>")
-        clock.now += 1.5
+    append = _Appends(stores, raw, clock)
 
     async def put(tenant: str, response_id: str) -> None:
         body = f'{{"id": "{response_id}", "tenant": "{tenant}"}}'.encode()
@@ -314,7 +322,7 @@ async def test_one_script_and_the_cluster_path_leave_the_same_data_for_responses
         clock.now += 700  # past the TTL: listed responses expire from the set
         await put(BOB, "resp_7")
 
-        one, cluster = [await _dump(raw, prefix, gens[prefix]) for prefix in stores]
+        one, cluster = await append.dumps()
         assert one == cluster
         # the dump sees the data: what is left, and what is not
         assert {store.evictions for store in stores.values()} == {5}
