@@ -131,10 +131,9 @@ class Planner:
         stream = payload.get("stream")
         if stream is not None and not isinstance(stream, bool):  # null is the default
             raise BadRequest("stream must be a boolean.", param="stream")
-        model_name = model
-        route = self.route(model_name)
+        route = self.route(model)
         dialect, settings, params, ignored = self._decide(
-            route, model_name, profile_name, profile, from_headers
+            route, model, profile_name, profile, from_headers
         )
         tenant = rt.tenant(authorization)
         key = ConversationKey(
