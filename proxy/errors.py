@@ -51,6 +51,17 @@ class BadRequest(ProxyError):
     default_code = "invalid_request"
 
 
+_NOUNS = {str: "a string", bool: "a boolean", dict: "an object", list: "an array"}
+
+
+def require_type(body: dict[str, Any], name: str, kind: type) -> None:
+    """BadRequest naming `name` when the body holds it, not null, and not of
+    `kind` (str, bool, dict or list)."""
+    value = body.get(name)
+    if value is not None and not isinstance(value, kind):
+        raise BadRequest(f"{name} must be {_NOUNS[kind]}.", param=name)
+
+
 class InvalidSetting(BadRequest):
     default_code = "invalid_reasoning_setting"
 

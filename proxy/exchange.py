@@ -28,7 +28,7 @@ from proxy.dialects import (
     dialect_for,
     plan_params,
 )
-from proxy.errors import BadRequest, NotFound, Unauthorized, UnknownProfile
+from proxy.errors import BadRequest, NotFound, Unauthorized, UnknownProfile, require_type
 from proxy.history.context import EgressPlan
 from proxy.history.keys import ConversationKey
 from proxy.live import TurnWatcher
@@ -125,12 +125,9 @@ class Planner:
             raise BadRequest(
                 "messages must be a non-empty array.", param="messages", code="invalid_messages"
             )
-        model = payload.get("model")
-        if model is not None and not isinstance(model, str):
-            raise BadRequest("model must be a string.", param="model")
-        stream = payload.get("stream")
-        if stream is not None and not isinstance(stream, bool):  # null is the default
-            raise BadRequest("stream must be a boolean.", param="stream")
+        require_type(payload, "model", str)
+        require_type(payload, "stream", bool)  # null is the default
+        model: str | None = payload.get("model")
         route = self.route(model)
         dialect, settings, params, ignored = self._decide(
             route, model, profile_name, profile, from_headers

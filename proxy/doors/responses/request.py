@@ -36,7 +36,7 @@ from proxy.doors.responses.tools import (
     translate_tool_choice,
     translate_tools,
 )
-from proxy.errors import BadRequest
+from proxy.errors import BadRequest, require_type
 from proxy.sealing import Sealed
 
 Json = dict[str, Any]
@@ -94,16 +94,16 @@ class Translation:
 
 def read_options(body: Json) -> Options:
     """The request's own options, its scalar fields checked (BadRequest names one)."""
-    _typed(body, "model", str)
-    _typed(body, "instructions", str)
-    _typed(body, "stream", bool)
-    _typed(body, "store", bool)
-    _typed(body, "parallel_tool_calls", bool)
-    _typed(body, "previous_response_id", str)
-    _typed(body, "metadata", dict)
-    _typed(body, "reasoning", dict)
-    _typed(body, "text", dict)
-    _typed(body, "include", list)
+    require_type(body, "model", str)
+    require_type(body, "instructions", str)
+    require_type(body, "stream", bool)
+    require_type(body, "store", bool)
+    require_type(body, "parallel_tool_calls", bool)
+    require_type(body, "previous_response_id", str)
+    require_type(body, "metadata", dict)
+    require_type(body, "reasoning", dict)
+    require_type(body, "text", dict)
+    require_type(body, "include", list)
     for name in ("temperature", "top_p"):
         value = body.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
@@ -122,13 +122,6 @@ def read_options(body: Json) -> Options:
         previous_response_id=body.get("previous_response_id"),
         metadata=body.get("metadata"),
     )
-
-
-def _typed(body: Json, name: str, kind: type) -> None:
-    value = body.get(name)
-    if value is not None and not isinstance(value, kind):
-        noun = {str: "a string", bool: "a boolean", dict: "an object", list: "an array"}[kind]
-        raise BadRequest(f"{name} must be {noun}.", param=name)
 
 
 def input_items(body: Json) -> list[Json]:
