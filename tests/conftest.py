@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.harness import FakeUpstream
+from tests.harness import FakeUpstream, closed_port
 from tests.messages_wire import OPEN_CLIENTS
 from tests.stores.servers import RedisServer
 
@@ -40,6 +40,14 @@ def upstream_server() -> Iterator[FakeUpstream]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def refusing_port() -> Iterator[int]:
+    """A port where connections are refused for the whole test (see
+    `closed_port`): an upstream or store that is down."""
+    with closed_port() as port:
+        yield port
 
 
 @pytest.fixture

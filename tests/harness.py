@@ -38,6 +38,16 @@ def free_port() -> int:
 
 
 @contextmanager
+def closed_port() -> Iterator[int]:
+    """A port that refuses connections while the block runs: bound, never
+    listening, so no server started meanwhile (a proxy under test on a
+    `free_port()`) can be given it and answer in its place."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
+
+
+@contextmanager
 def running_demo(
     output: Path, *, command: Sequence[str] | None = None, fast: bool = True
 ) -> Iterator[str]:

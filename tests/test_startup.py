@@ -144,8 +144,10 @@ def test_a_usable_sqlite_path_is_not_created_by_the_check(tmp_path: Path) -> Non
     assert not (tmp_path / "new.db").exists()
 
 
-def test_a_redis_that_is_down_still_starts_and_is_not_ready(tmp_path: Path) -> None:
-    closed = free_port()  # nothing listens there
+def test_a_redis_that_is_down_still_starts_and_is_not_ready(
+    tmp_path: Path, refusing_port: int
+) -> None:
+    closed = refusing_port
     proxy = ProxyProcess(
         ["--upstream", UPSTREAM, "--store", f"redis://127.0.0.1:{closed}/0"],
         log=tmp_path / "proxy.log",

@@ -15,7 +15,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.casefiles import chunk
-from tests.harness import FakeUpstream, Json, Stream, free_port, running_proxy
+from tests.harness import FakeUpstream, Json, Stream, running_proxy
 from tests.stores.servers import ProxyProcess, RedisServer, wait_until
 
 
@@ -40,8 +40,8 @@ CALL = {
 }
 
 
-def test_counters_move_by_the_right_amount(upstream: FakeUpstream) -> None:
-    dead = f"http://127.0.0.1:{free_port()}/v1"
+def test_counters_move_by_the_right_amount(upstream: FakeUpstream, refusing_port: int) -> None:
+    dead = f"http://127.0.0.1:{refusing_port}/v1"
     config = {
         "routes": [
             {"name": "kimi", "models": ["kimi-*"], "upstream": upstream.url, "dialect": "kimi"},

@@ -16,7 +16,7 @@ import pytest
 import trustme
 
 from tests.casefiles import chunk, read_stream
-from tests.harness import FakeUpstream, Hang, Json, Stream, free_port, route_config, running_proxy
+from tests.harness import FakeUpstream, Hang, Json, Stream, route_config, running_proxy
 
 KEY = {"Authorization": "Bearer sk-test"}
 
@@ -135,8 +135,8 @@ def test_upstream_error_before_the_stream_keeps_status_body_and_retry_after(
     assert r.headers["x-request-id"] == "r1"
 
 
-def test_connect_failure_is_502() -> None:
-    dead = f"http://127.0.0.1:{free_port()}/v1"
+def test_connect_failure_is_502(refusing_port: int) -> None:
+    dead = f"http://127.0.0.1:{refusing_port}/v1"
     config = {"routes": [{"name": "dead", "upstream": dead}]}
     with running_proxy(config) as proxy:
         r = httpx.post(f"{proxy.url}/chat/completions", json=body(), headers=KEY, timeout=30)

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.casefiles import chunk, read_stream
-from tests.harness import free_port, running_proxy, sse
+from tests.harness import running_proxy, sse
 from tests.transport.servers import Conn, ServerThread, blackhole, chunked_head
 from tests.transport.servers import chunk as http_chunk
 
@@ -83,8 +83,10 @@ def client(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
-def test_refused(client: str, warnings: pytest.LogCaptureFixture, stream: bool) -> None:
-    port = free_port()
+def test_refused(
+    client: str, warnings: pytest.LogCaptureFixture, stream: bool, refusing_port: int
+) -> None:
+    port = refusing_port
     with running_proxy(config(client, f"http://127.0.0.1:{port}/v1")) as proxy:
         r = chat(proxy.url, stream)
     check(
@@ -98,8 +100,10 @@ def test_refused(client: str, warnings: pytest.LogCaptureFixture, stream: bool) 
     )
 
 
-def test_refused_on_a_passthrough_path(client: str, warnings: pytest.LogCaptureFixture) -> None:
-    port = free_port()
+def test_refused_on_a_passthrough_path(
+    client: str, warnings: pytest.LogCaptureFixture, refusing_port: int
+) -> None:
+    port = refusing_port
     with running_proxy(config(client, f"http://127.0.0.1:{port}/v1")) as proxy:
         r = httpx.get(f"{proxy.url}/models?secret-query=1", headers=CLIENT_KEY, timeout=30)
     check(
