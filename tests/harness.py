@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import socket
 import ssl
 import subprocess
@@ -30,9 +31,34 @@ from proxy.config import Config, build_config
 from proxy.demo.run import ENV_DELAY_MS
 from proxy.runtime import Runtime
 
+_GIVEN_PORTS: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
 
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port for a server a test starts, free now. It lies below the
+    kernel's ephemeral range, so no outgoing connection and no bind to port
+    0 can take it before the server binds it, and it is never one this
+    process handed out before (a stopped server's port stays its own)."""
+    low = _ephemeral_low()
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 12000), low)
+        if port in _GIVEN_PORTS:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _GIVEN_PORTS.add(port)
+        return port
+    with socket.socket() as s:  # that range is all taken: any free port
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
