@@ -25,7 +25,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from prometheus_client import (
     CollectorRegistry,
@@ -40,6 +40,7 @@ from prometheus_client import (
 from prometheus_client.exposition import choose_encoder
 
 from proxy import package_version
+from proxy.tally import Tally
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 REDACTED = "[REDACTED]"
@@ -65,135 +66,151 @@ class Metrics:
             # with --workers, each process has its own: see render()
             ProcessCollector(registry=r)
         PlatformCollector(registry=r)
-        self.build_info = Gauge(
+        # one process: plain numbers, read when scraped (proxy.tally); with
+        # --workers, prometheus-client's metrics and their shared files
+        self._tally = None if self.multiprocess else Tally()
+        if self._tally is not None:
+            r.register(self._tally)
+        self.build_info = self._gauge(
             "reasoning_proxy_build_info",
             "Always 1; the labels name the running version and Python.",
             ["version", "python"],
-            registry=r,
             multiprocess_mode="max",
         )
         self.build_info.labels(package_version(), platform.python_version()).set(1)
-        self.requests = Counter(
+        self.requests = self._counter(
             "reasoning_proxy_requests",
             "Requests answered, by route, endpoint and status.",
             ["route", "endpoint", "status"],
-            registry=r,
         )
-        self.request_duration = Histogram(
+        self.request_duration = self._histogram(
             "reasoning_proxy_request_duration_seconds",
             "Seconds from a request's arrival to the end of its response, by route and endpoint.",
             ["route", "endpoint"],
             buckets=DURATION_BUCKETS,
-            registry=r,
         )
-        self.upstream_ttfb = Histogram(
+        self.upstream_ttfb = self._histogram(
             "reasoning_proxy_upstream_ttfb_seconds",
             "Seconds from sending a request upstream to the upstream's first response byte, "
             "by route and endpoint.",
             ["route", "endpoint"],
             buckets=TTFB_BUCKETS,
-            registry=r,
         )
-        self.in_flight = Gauge(
+        self.in_flight = self._gauge(
             "reasoning_proxy_requests_in_flight",
             "Requests being answered now, by endpoint.",
             ["endpoint"],
-            registry=r,
             multiprocess_mode="livesum",
         )
-        self.streams = Counter(
+        self.streams = self._counter(
             "reasoning_proxy_streams",
             "Streamed responses, by route and how they ended.",
             ["route", "outcome"],
-            registry=r,
         )
-        self.reasoning_blocks = Counter(
+        self.reasoning_blocks = self._counter(
             "reasoning_proxy_reasoning_blocks",
             "Reasoning blocks extracted, by source field.",
             ["source"],
-            registry=r,
         )
-        self.delimiters = Counter(
+        self.delimiters = self._counter(
             "reasoning_proxy_delimiters_stripped",
             "Reasoning tag delimiters removed from answers.",
-            registry=r,
         )
-        self.reinjected = Counter(
+        self.reinjected = self._counter(
             "reasoning_proxy_turns_reinjected",
             "Assistant messages sent upstream with reasoning from the store, by dialect.",
             ["dialect"],
-            registry=r,
         )
-        self.stripped = Counter(
+        self.stripped = self._counter(
             "reasoning_proxy_turns_stripped",
             "Assistant messages whose known reasoning was not sent upstream, by dialect.",
             ["dialect"],
-            registry=r,
         )
-        self.compressions = Counter(
+        self.compressions = self._counter(
             "reasoning_proxy_compressions",
             "Requests whose strip policy was tightened to fit the context, by policy.",
             ["policy"],
-            registry=r,
         )
-        self.store_ops = Counter(
+        self.store_ops = self._counter(
             "reasoning_proxy_store_operations",
             "Store calls, by operation and result (ok or error).",
             ["op", "result"],
-            registry=r,
         )
         # (multiprocess_mode only matters when several workers write files)
-        self.store_conversations = Gauge(
+        self.store_conversations = self._gauge(
             "reasoning_proxy_store_conversations",
             "Conversations in the store.",
-            registry=r,
             multiprocess_mode="max",
         )
-        self.store_bytes = Gauge(
+        self.store_bytes = self._gauge(
             "reasoning_proxy_store_bytes",
             "Bytes the store reports holding.",
-            registry=r,
             multiprocess_mode="max",
         )
-        self.store_up = Gauge(
+        self.store_up = self._gauge(
             "reasoning_proxy_store_up",
             "1 when the store answered its last call.",
-            registry=r,
             multiprocess_mode="min",
         )
         # livesum: with several workers, the sum over the running processes
-        self.upstream_in_flight = Gauge(
+        self.upstream_in_flight = self._gauge(
             "reasoning_proxy_upstream_in_flight",
             "Upstream requests holding one of server.upstream_max_in_flight slots.",
-            registry=r,
             multiprocess_mode="livesum",
         )
-        self.upstream_waiting = Gauge(
+        self.upstream_waiting = self._gauge(
             "reasoning_proxy_upstream_waiting",
             "Requests waiting for an upstream request slot.",
-            registry=r,
             multiprocess_mode="livesum",
         )
-        self.upstream_errors = Counter(
+        self.upstream_errors = self._counter(
             "reasoning_proxy_upstream_errors",
             "Upstream failures, by route and kind (connect, timeout, status, malformed, "
             "disconnected, busy).",
             ["route", "kind"],
-            registry=r,
         )
-        self.sealed_rejected = Counter(
+        self.sealed_rejected = self._counter(
             "reasoning_proxy_sealed_rejected",
             "Sealed reasoning from clients that this proxy could not open (forged, another "
             "tenant's or another proxy's), by front door; it is ignored.",
             ["door"],
-            registry=r,
         )
-        self.added_latency = Histogram(
+        self.added_latency = self._histogram(
             "reasoning_proxy_added_latency_seconds",
             "Proxy time to first byte minus upstream time to first byte.",
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1.0),
-            registry=r,
         )
+
+    def _counter(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Any:
+        if self._tally is not None:
+            return self._tally.counter(name, documentation, labels)
+        return Counter(name, documentation, labels, registry=self.registry)
+
+    def _gauge(
+        self,
+        name: str,
+        documentation: str,
+        labels: Sequence[str] = (),
+        *,
+        multiprocess_mode: Literal["max", "min", "livesum"],
+    ) -> Any:
+        if self._tally is not None:
+            return self._tally.gauge(name, documentation, labels)
+        return Gauge(
+            name, documentation, labels, registry=self.registry, multiprocess_mode=multiprocess_mode
+        )
+
+    def _histogram(
+        self,
+        name: str,
+        documentation: str,
+        labels: Sequence[str] = (),
+        *,
+        buckets: Sequence[float],
+    ) -> Any:
+        if self._tally is not None:
+            return self._tally.histogram(name, documentation, labels, buckets=buckets)
+        return Histogram(name, documentation, labels, buckets=buckets, registry=self.registry)
 
     def child(self, metric: Any, *labels: str) -> Any:
         """`metric.labels(*labels)`, remembered: labels() validates and locks

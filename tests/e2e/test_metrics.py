@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from proxy import package_version
 from proxy.observability import Metrics
+from proxy.tally import Family
 from tests.casefiles import chunk
 from tests.harness import FakeUpstream, Stream, route_config, running_proxy
 from tests.stores.servers import ProxyProcess, wait_until
@@ -67,9 +68,9 @@ def test_help_texts_types_and_labels_match_the_readme() -> None:
         metric = next(
             m
             for m in vars(metrics).values()
-            if getattr(m, "_name", None) == name.removesuffix("_total")
+            if isinstance(m, Family) and m.name == name.removesuffix("_total")
         )
-        assert ", ".join(metric._labelnames) == labels, name
+        assert ", ".join(metric.labelnames) == labels, name
 
 
 def test_request_histograms_build_info_collectors_and_store_lookups(
