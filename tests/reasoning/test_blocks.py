@@ -106,6 +106,17 @@ def test_token_counts_prefer_reported_reasoning_tokens() -> None:
     assert with_token_counts(Turn(parts=(TextPart("x"),)), len).parts == (TextPart("x"),)
 
 
+def test_one_block_with_a_reported_figure_is_not_counted() -> None:
+    def refuse(text: str) -> int:
+        raise AssertionError(f"counted {text!r}")
+
+    usage = {"completion_tokens_details": {"reasoning_tokens": 41}}
+    turn = with_token_counts(Turn(parts=(NATIVE, ENCRYPTED, TextPart("x")), usage=usage), refuse)
+    assert [b.tokens for b in turn.thinking] == [41, 0]
+    unreported = with_token_counts(Turn(parts=(NATIVE, ENCRYPTED)), lambda text: 9)
+    assert [b.tokens for b in unreported.thinking] == [9, 0]
+
+
 def test_block_json_is_camel_case_and_round_trips() -> None:
     data = block_to_json(ENCRYPTED)
     assert data == {
