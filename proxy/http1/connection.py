@@ -32,6 +32,7 @@ class Connection(asyncio.Protocol):
         "_decoder",
         "_loop",
         "_paused",
+        "_poller",
         "_waiter",
         "closed",
         "complete",
@@ -59,6 +60,7 @@ class Connection(asyncio.Protocol):
         self.idle_since = 0.0
         self.tunnel = False  # a CONNECT exchange: the connection stays open after it
         self._waiter: asyncio.Future[bool] | None = None
+        self._poller: select.poll | None = None  # alive()'s, made on its first call
         self._reset(None)  # no request sent yet
 
     def _reset(self, reader: ResponseReader | None) -> None:
@@ -247,6 +249,7 @@ class Connection(asyncio.Protocol):
         """The CONNECT exchange is over: `transport` (TLS inside the tunnel)
         carries the requests from now on."""
         self.transport = transport
+        self._poller = None
         self.tunnel = False
         self._reset(None)
 
@@ -261,11 +264,13 @@ class Connection(asyncio.Protocol):
         transport = self.transport
         if self.closed or transport is None or transport.is_closing():
             return False
-        sock = transport.get_extra_info("socket")
-        if sock is None:
-            return True
-        poller = select.poll()
-        poller.register(sock.fileno(), select.POLLIN)
+        poller = self._poller
+        if poller is None:
+            sock = transport.get_extra_info("socket")
+            if sock is None:
+                return True
+            poller = self._poller = select.poll()  # holds no descriptor of its own
+            poller.register(sock.fileno(), select.POLLIN)
         return not poller.poll(0)
 
     def abandon(self) -> None:
