@@ -22,7 +22,7 @@ from proxy.sealing import Sealed, Sealer
 from proxy.stores import open_store
 from proxy.stores.base import ReasoningStore, StoreFailure
 from proxy.stores.memory import MemoryStore
-from proxy.tokenizer import TokenCounter
+from proxy.tokenizer import Count, TokenCounter
 from proxy.upstream import Transport, Upstream, open_transport
 
 log = logging.getLogger("proxy")
@@ -118,7 +118,7 @@ class Runtime:
             WarningSealer(self._secret) if random_secret and in_process else Sealer(self._secret)
         )
         self.live = live_feed(self.store)
-        self.count = lru_cache(maxsize=16384)(self.tokens.count)
+        self.count = Count(self.tokens)
         self.health = StoreHealth(self.metrics)
         self.history = History(
             self.store,

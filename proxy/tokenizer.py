@@ -11,9 +11,12 @@ not stall start-up.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from proxy.reasoning.blocks import estimate_tokens_chars
@@ -93,3 +96,65 @@ class TokenCounter:
         if encode is None:
             return estimate_tokens_chars(text)
         return len(encode(text))
+
+
+# Texts from this many characters up are counted off the event loop
+# (`Count.warm`): tiktoken takes about 65 us per KB, so a long tool output or
+# reasoning would stall every other request for milliseconds.
+LONG_TEXT = 8 * 1024
+SHORT_ENTRIES = 16_384  # short texts remembered (each under LONG_TEXT)
+LONG_CHARS = 16 * 1024 * 1024  # long texts remembered, in characters in all
+
+
+class Count:
+    """The proxy's token count: `TokenCounter.count`, remembered.
+
+    Short texts (most messages, repeated on every turn of a conversation)
+    are remembered in an LRU of `SHORT_ENTRIES`; long ones in a cache bounded
+    by their total size (`LONG_CHARS`), so what the count holds on to stays
+    bounded however long the texts. Calls are synchronous; `warm(texts)`
+    first counts the long texts not yet known on a worker thread (tiktoken
+    releases the GIL while it encodes), so the calls that follow find them
+    and the event loop goes on serving meanwhile."""
+
+    def __init__(self, counter: TokenCounter, *, long_chars: int = LONG_CHARS) -> None:
+        self._counter = counter
+        self._short = functools.lru_cache(maxsize=SHORT_ENTRIES)(counter.count)
+        self._long: OrderedDict[str, int] = OrderedDict()
+        self._long_size = 0
+        self._long_limit = long_chars
+
+    def __call__(self, text: str) -> int:
+        if len(text) < LONG_TEXT:
+            return self._short(text)
+        known = self._long.get(text)
+        if known is not None:
+            self._long.move_to_end(text)
+            return known
+        return self._keep(text, self._counter.count(text))
+
+    def _keep(self, text: str, tokens: int) -> int:
+        if text not in self._long:
+            self._long[text] = tokens
+            self._long_size += len(text)
+            while self._long_size > self._long_limit and len(self._long) > 1:
+                dropped, _ = self._long.popitem(last=False)
+                self._long_size -= len(dropped)
+        return tokens
+
+    def known(self, text: str) -> bool:
+        """A long text is remembered (short ones are counted where they are)."""
+        return len(text) < LONG_TEXT or text in self._long
+
+    async def warm(self, texts: Iterable[str]) -> None:
+        """Count the long texts among `texts` that are not yet remembered, on
+        the event loop's default executor."""
+        missing = list({t: None for t in texts if not self.known(t)})
+        if not missing:
+            return
+        count = self._counter.count
+        tokens = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: [count(t) for t in missing]
+        )
+        for text, n in zip(missing, tokens, strict=True):
+            self._keep(text, n)

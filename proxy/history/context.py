@@ -11,7 +11,7 @@ texts plus a few tokens of framing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,36 +34,57 @@ PER_REQUEST = 3  # the assistant reply's priming
 _TEXT_FIELDS = frozenset(("reasoning_content", "reasoning", "thinking", "name", "tool_call_id"))
 
 
-def message_tokens(message: Any, count: Count) -> int:
+def message_texts(message: Any) -> Iterator[str]:
+    """The texts of a message that count as tokens (some may be empty)."""
     if not isinstance(message, dict):
-        return 0
-    total = PER_MESSAGE + count(str(message.get("role", "")))
-    total += count(content_text(message.get("content")))
+        return
+    yield str(message.get("role", ""))
+    yield content_text(message.get("content"))
     for key, value in message.items():  # most messages hold only role and content
         if key in _TEXT_FIELDS:
             if isinstance(value, str):
-                total += count(value)
+                yield value
         elif key == "reasoning_details":
             if isinstance(value, list):
-                total += count(details_text(value))
+                yield details_text(value)
         elif key == "thinking_blocks":
             if isinstance(value, list):
-                total += count(blocks_text(value))
+                yield blocks_text(value)
         elif key == "tool_calls" and isinstance(value, list):
             for call in value:
                 function = call.get("function") if isinstance(call, dict) else None
                 if isinstance(function, dict):
-                    total += count(str(function.get("name", ""))) + count(
-                        str(function.get("arguments", ""))
-                    )
-    return total
+                    yield str(function.get("name", ""))
+                    yield str(function.get("arguments", ""))
+
+
+def message_tokens(message: Any, count: Count) -> int:
+    if not isinstance(message, dict):
+        return 0
+    return PER_MESSAGE + sum(map(count, message_texts(message)))
+
+
+def tools_text(tools: Any) -> str:
+    """The tools as they are counted: their JSON ("" for none)."""
+    return orjson.dumps(tools).decode() if tools else ""
 
 
 def request_tokens(messages: Sequence[Any], tools: Any, count: Count) -> int:
+    return request_tokens_of(messages, tools_text(tools), count)
+
+
+def request_tokens_of(messages: Sequence[Any], tools: str, count: Count) -> int:
+    """`request_tokens` with the tools' JSON given (`tools_text`)."""
     total = PER_REQUEST + sum(message_tokens(m, count) for m in messages)
+    return total + count(tools) if tools else total
+
+
+def request_texts(messages: Sequence[Any], tools: str) -> Iterator[str]:
+    """Every text `request_tokens_of` counts."""
+    for message in messages:
+        yield from message_texts(message)
     if tools:
-        total += count(orjson.dumps(tools).decode())
-    return total
+        yield tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +110,12 @@ def plan_egress(
     context_limit: int | None,
     threshold: float,
     count: Count,
+    tools_json: str | None = None,
 ) -> EgressPlan:
+    """`tools_json`: the tools' `tools_text`, when the caller has it."""
+    if tools_json is None:
+        tools_json = tools_text(tools)
+
     def build(policy: StripPolicy) -> tuple[EgressResult, int]:
         result = build_upstream_messages(
             messages,
@@ -100,7 +126,7 @@ def plan_egress(
             strip=policy,
             native_format=native_format,
         )
-        return result, request_tokens(result.messages, tools, count)
+        return result, request_tokens_of(result.messages, tools_json, count)
 
     policy = strip
     result, effective = build(policy)

@@ -17,22 +17,24 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
+from itertools import chain
 from typing import Any
 
 from proxy.config import Route
 from proxy.dialects import Dialect
 from proxy.errors import StoreUnavailable
-from proxy.history.context import EgressPlan, plan_egress
+from proxy.history.context import EgressPlan, plan_egress, request_texts, tools_text
 from proxy.history.egress import find_stored, known_reasoning, read_assistants, turn_refs_of
 from proxy.history.explain import egress_notes
 from proxy.history.keys import ConversationKey
 from proxy.history.threads import CONVERSATION, continued_conversation, new_conversation_id
 from proxy.observability import Metrics
-from proxy.reasoning.blocks import Turn, with_token_counts
+from proxy.reasoning.blocks import Turn, texts_to_count, with_token_counts
 from proxy.settings import ReasoningSettings
 from proxy.stores.base import ReasoningStore, StoreFailure, TurnRefs
+from proxy.tokenizer import Count
 
 log = logging.getLogger("proxy")
 
@@ -115,7 +117,7 @@ class History:
         self,
         store: ReasoningStore,
         *,
-        count: Callable[[str], int],
+        count: Count,
         metrics: Metrics,
         health: StoreHealth,
         in_process: bool,
@@ -150,6 +152,13 @@ class History:
             self.health.failed("lookup", exc)
             stored = {}
         known = known_reasoning(assistants, stored)
+        tools_json = tools_text(tools)
+        # what this process may not have counted yet: the messages from the
+        # last assistant turn on, the tools and the stored reasoning (long
+        # texts are counted off the event loop; the rest are found counted)
+        start = assistants[-1].position if assistants else 0
+        new = request_texts(messages[start:], tools_json)
+        await self.count.warm(chain(new, (r.text for r in known if r is not None)))
         plan = plan_egress(
             messages,
             tools,
@@ -162,6 +171,7 @@ class History:
             context_limit=route.context_limit,
             threshold=route.compression_threshold,
             count=self.count,
+            tools_json=tools_json,
         )
         metrics = self.metrics
         if plan.result.reinjected:
@@ -202,6 +212,20 @@ class History:
         # the turn names its conversation, for requests that do not (threads)
         extra = turn.extra if extra is None else extra
         changes["extra"] = {**extra, CONVERSATION: key.conversation}
+        texts = texts_to_count(turn)
+        if not all(map(self.count.known, texts)):
+            # long reasoning, counted off the event loop first; a client that
+            # leaves meanwhile does not cut the write
+            return await asyncio.shield(self._count_and_store(key, turn, changes, texts))
+        return await self._store(key, turn, changes)
+
+    async def _count_and_store(
+        self, key: ConversationKey, turn: Turn, changes: dict[str, Any], texts: list[str]
+    ) -> Turn:
+        await self.count.warm(texts)
+        return await self._store(key, turn, changes)
+
+    async def _store(self, key: ConversationKey, turn: Turn, changes: dict[str, Any]) -> Turn:
         turn = with_token_counts(turn, self.count, **changes)
         metrics = self.metrics
         for block in turn.thinking:

@@ -10,6 +10,8 @@ import httpx
 import openai
 import pytest
 
+from proxy.history.context import request_tokens
+from proxy.tokenizer import LONG_TEXT, TokenCounter
 from tests import casefiles
 from tests.casefiles import WEATHER_CHAT_TOOL
 from tests.harness import FakeUpstream, Json, Stream, route_config, running_proxy
@@ -447,3 +449,60 @@ def test_profile_writes_are_refused_without_an_admin_token(upstream: FakeUpstrea
         )
     assert r.status_code == 403
     assert r.json()["error"]["code"] == "admin_disabled"
+
+
+def test_long_texts_count_as_short_ones_do(upstream: FakeUpstream) -> None:
+    """A long tool output and a long reasoning are counted off the event
+    loop (proxy.tokenizer.Count.warm): the figures are the ones counting them
+    in place gives."""
+    reasoning = "Consider each part of the file in turn, then the whole. " * 600
+    output = "def handler(request):\n    return respond(request.body)\n" * 800
+    assert min(len(reasoning), len(output)) > LONG_TEXT
+    completion = {
+        "id": "c",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "Done.",
+                    "reasoning_content": reasoning,
+                },
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    upstream.script(Json(completion), Json(completion))
+    messages: list[Any] = [{"role": "user", "content": "Summarise this file:\n" + output}]
+    headers = {"Authorization": "Bearer sk-long", "X-Conversation-Id": "long-1"}
+    with running_proxy(route_config(upstream)) as proxy:
+        first = httpx.post(
+            f"{proxy.url}/chat/completions",
+            headers=headers,
+            timeout=30,
+            json={"model": "m", "messages": messages},
+        )
+        again = [
+            *messages,
+            {"role": "assistant", "content": "Done."},
+            {"role": "user", "content": "And?"},
+        ]
+        second = httpx.post(
+            f"{proxy.url}/chat/completions",
+            headers=headers,
+            timeout=30,
+            json={"model": "m", "messages": again},
+        )
+        data = httpx.get(f"{proxy.url}/conversations/long-1", headers=headers).json()
+    count = TokenCounter().count
+    thought = data["turns"][0]["blocks"][0]["thought"]
+    assert thought == reasoning.strip()
+    assert first.status_code == second.status_code == 200
+    assert int(first.headers["x-context-tokens-effective"]) == request_tokens(messages, None, count)
+    assert int(second.headers["x-context-tokens-effective"]) == request_tokens(again, None, count)
+    assert int(second.headers["x-context-tokens-raw"]) == request_tokens(
+        again, None, count
+    ) + count(thought)
+    assert [t["blocks"][0]["tokens"] for t in data["turns"]] == [count(thought)] * 2
