@@ -44,6 +44,7 @@ from proxy.settings import (
     resolve,
 )
 from proxy.stores.base import StoreFailure
+from proxy.tokenizer import LONG_TEXT
 from proxy.upstream import strip_hop_by_hop
 
 # a request's dialect, settings, body parameters and unhonoured settings
@@ -119,7 +120,8 @@ class Planner:
         conversation = request_conversation_id(headers)
         profile_name = request_profile(headers)
         profile = await self._profile(profile_name)
-        payload = parse_json_object(await body())
+        raw = await body()
+        payload = parse_json_object(raw)
         messages = payload.get("messages")
         if not isinstance(messages, list) or not messages:
             raise BadRequest(
@@ -144,6 +146,7 @@ class Planner:
             route=route,
             dialect=dialect,
             settings=settings,
+            large=len(raw) >= LONG_TEXT,  # (no text is longer than the body)
         )
         payload["messages"] = plan.result.messages
         apply_params(payload, params, frozenset(from_headers))

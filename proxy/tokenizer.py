@@ -103,48 +103,47 @@ class TokenCounter:
 # reasoning would stall every other request for milliseconds.
 LONG_TEXT = 8 * 1024
 SHORT_ENTRIES = 16_384  # short texts remembered (each under LONG_TEXT)
-LONG_CHARS = 16 * 1024 * 1024  # long texts remembered, in characters in all
+LONG_ENTRIES = 4_096  # long texts remembered, by hash: none is kept
 
 
 class Count:
     """The proxy's token count: `TokenCounter.count`, remembered.
 
     Short texts (most messages, repeated on every turn of a conversation)
-    are remembered in an LRU of `SHORT_ENTRIES`; long ones in a cache bounded
-    by their total size (`LONG_CHARS`), so what the count holds on to stays
-    bounded however long the texts. Calls are synchronous; `warm(texts)`
-    first counts the long texts not yet known on a worker thread (tiktoken
-    releases the GIL while it encodes), so the calls that follow find them
-    and the event loop goes on serving meanwhile."""
+    are remembered in an LRU of `SHORT_ENTRIES`. Long ones are remembered by
+    their hash and length only (`LONG_ENTRIES` of them), so a pasted file or
+    a tool's output is not kept alive by its count; str hashes are keyed per
+    process (SipHash), so no client can aim a collision. Calls are
+    synchronous; `warm(texts)` first counts the long texts not yet known on
+    a worker thread (tiktoken releases the GIL while it encodes), so the
+    calls that follow find them and the event loop goes on serving
+    meanwhile."""
 
-    def __init__(self, counter: TokenCounter, *, long_chars: int = LONG_CHARS) -> None:
+    def __init__(self, counter: TokenCounter, *, long_entries: int = LONG_ENTRIES) -> None:
         self._counter = counter
         self._short = functools.lru_cache(maxsize=SHORT_ENTRIES)(counter.count)
-        self._long: OrderedDict[str, int] = OrderedDict()
-        self._long_size = 0
-        self._long_limit = long_chars
+        self._long: OrderedDict[tuple[int, int], int] = OrderedDict()
+        self._long_entries = long_entries
 
     def __call__(self, text: str) -> int:
         if len(text) < LONG_TEXT:
             return self._short(text)
-        known = self._long.get(text)
+        key = (hash(text), len(text))
+        known = self._long.get(key)
         if known is not None:
-            self._long.move_to_end(text)
+            self._long.move_to_end(key)
             return known
-        return self._keep(text, self._counter.count(text))
+        return self._keep(key, self._counter.count(text))
 
-    def _keep(self, text: str, tokens: int) -> int:
-        if text not in self._long:
-            self._long[text] = tokens
-            self._long_size += len(text)
-            while self._long_size > self._long_limit and len(self._long) > 1:
-                dropped, _ = self._long.popitem(last=False)
-                self._long_size -= len(dropped)
+    def _keep(self, key: tuple[int, int], tokens: int) -> int:
+        self._long[key] = tokens
+        if len(self._long) > self._long_entries:
+            self._long.popitem(last=False)
         return tokens
 
     def known(self, text: str) -> bool:
         """A long text is remembered (short ones are counted where they are)."""
-        return len(text) < LONG_TEXT or text in self._long
+        return len(text) < LONG_TEXT or (hash(text), len(text)) in self._long
 
     async def warm(self, texts: Iterable[str]) -> None:
         """Count the long texts among `texts` that are not yet remembered, on
@@ -157,4 +156,4 @@ class Count:
             None, lambda: [count(t) for t in missing]
         )
         for text, n in zip(missing, tokens, strict=True):
-            self._keep(text, n)
+            self._keep((hash(text), len(text)), n)

@@ -4,6 +4,7 @@ the sans-IO core, each attempt under a time limit."""
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from typing import Any
 
@@ -108,16 +109,26 @@ def test_each_text_is_encoded_once() -> None:
     assert [text for text, _ in encoding.encoded] == ["a b", long]
 
 
-def test_long_texts_are_remembered_up_to_a_size() -> None:
-    count, encoding = recording_count(long_chars=3 * LONG_TEXT)
+def test_long_texts_are_remembered_by_hash_up_to_a_number() -> None:
+    count, encoding = recording_count(long_entries=2)
     first, second, third = long_text("one"), long_text("two"), long_text("six")
     for text in (first, second, third, second):
         count(text)
     assert count.known(second)
     assert count.known(third)
     assert not count.known(first)  # the least recently used went
+    assert count.known("".join(second))  # an equal text, not the same object
     count(first)
     assert [text for text, _ in encoding.encoded] == [first, second, third, first]
+
+
+def test_a_long_text_is_not_kept_alive_by_its_count() -> None:
+    count = Count(TokenCounter(["words"], loader=lambda name, timeout: FakeEncoding()))
+    text = long_text("held")
+    before = sys.getrefcount(text)
+    count(text)
+    assert count.known(text)
+    assert sys.getrefcount(text) == before  # remembered by its hash only
 
 
 @pytest.fixture

@@ -35,7 +35,9 @@ _TEXT_FIELDS = frozenset(("reasoning_content", "reasoning", "thinking", "name", 
 
 
 def message_texts(message: Any) -> Iterator[str]:
-    """The texts of a message that count as tokens (some may be empty)."""
+    """The texts of a message that count as tokens (some may be empty), for
+    counting them ahead (`Count.warm`); `message_tokens` counts the same
+    texts in place (a property test holds the two together)."""
     if not isinstance(message, dict):
         return
     yield str(message.get("role", ""))
@@ -59,9 +61,29 @@ def message_texts(message: Any) -> Iterator[str]:
 
 
 def message_tokens(message: Any, count: Count) -> int:
+    """PER_MESSAGE and the tokens of `message_texts(message)`, counted as
+    they are found (this runs for every message of every request)."""
     if not isinstance(message, dict):
         return 0
-    return PER_MESSAGE + sum(map(count, message_texts(message)))
+    total = PER_MESSAGE + count(str(message.get("role", "")))
+    total += count(content_text(message.get("content")))
+    for key, value in message.items():
+        if key in _TEXT_FIELDS:
+            if isinstance(value, str):
+                total += count(value)
+        elif key == "reasoning_details":
+            if isinstance(value, list):
+                total += count(details_text(value))
+        elif key == "thinking_blocks":
+            if isinstance(value, list):
+                total += count(blocks_text(value))
+        elif key == "tool_calls" and isinstance(value, list):
+            for call in value:
+                function = call.get("function") if isinstance(call, dict) else None
+                if isinstance(function, dict):
+                    total += count(str(function.get("name", "")))
+                    total += count(str(function.get("arguments", "")))
+    return total
 
 
 def tools_text(tools: Any) -> str:

@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from itertools import chain
 from typing import Any
@@ -31,10 +31,10 @@ from proxy.history.explain import egress_notes
 from proxy.history.keys import ConversationKey
 from proxy.history.threads import CONVERSATION, continued_conversation, new_conversation_id
 from proxy.observability import Metrics
-from proxy.reasoning.blocks import Turn, texts_to_count, with_token_counts
+from proxy.reasoning.blocks import Turn, with_token_counts
 from proxy.settings import ReasoningSettings
 from proxy.stores.base import ReasoningStore, StoreFailure, TurnRefs
-from proxy.tokenizer import Count
+from proxy.tokenizer import LONG_TEXT, Count
 
 log = logging.getLogger("proxy")
 
@@ -140,10 +140,13 @@ class History:
         route: Route,
         settings: ReasoningSettings,
         dialect: Dialect | None = None,
+        large: bool = True,
     ) -> EgressPlan:
         """What goes upstream for these messages. `scoped`: the client named
         the conversation, so stored turns are looked for only in it.
-        `dialect`: the one this request got (default: the route's)."""
+        `dialect`: the one this request got (default: the route's). `large`:
+        the request may hold a long text (its body is LONG_TEXT bytes or
+        more); a smaller one holds none, and is not looked through for any."""
         dialect = dialect or route.dialect
         assistants = read_assistants(messages, route.tags)
         try:
@@ -153,12 +156,15 @@ class History:
             stored = {}
         known = known_reasoning(assistants, stored)
         tools_json = tools_text(tools)
-        # what this process may not have counted yet: the messages from the
-        # last assistant turn on, the tools and the stored reasoning (long
-        # texts are counted off the event loop; the rest are found counted)
-        start = assistants[-1].position if assistants else 0
-        new = request_texts(messages[start:], tools_json)
-        await self.count.warm(chain(new, (r.text for r in known if r is not None)))
+        # long texts are counted off the event loop first (Count.warm): the
+        # stored reasoning, and what this process may not have seen yet (the
+        # messages from the last assistant turn on, and the tools)
+        texts: Iterable[str] = [r.text for r in known if r is not None and len(r.text) >= LONG_TEXT]
+        if large:
+            start = assistants[-1].position if assistants else 0
+            texts = chain(texts, request_texts(messages[start:], tools_json))
+        if large or texts:
+            await self.count.warm(texts)
         plan = plan_egress(
             messages,
             tools,
@@ -212,10 +218,11 @@ class History:
         # the turn names its conversation, for requests that do not (threads)
         extra = turn.extra if extra is None else extra
         changes["extra"] = {**extra, CONVERSATION: key.conversation}
-        texts = texts_to_count(turn)
-        if not all(map(self.count.known, texts)):
-            # long reasoning, counted off the event loop first; a client that
-            # leaves meanwhile does not cut the write
+        texts = [b.thought for b in turn.thinking if not self.count.known(b.thought)]
+        if texts:
+            # long reasoning, counted off the event loop first (also for the
+            # requests that send it back); a client that leaves meanwhile
+            # does not cut the write
             return await asyncio.shield(self._count_and_store(key, turn, changes, texts))
         return await self._store(key, turn, changes)
 

@@ -174,10 +174,10 @@ def with_token_counts(turn: Turn, count: Callable[[str], int], **changes: Any) -
     if not blocks:
         return replace(turn, **changes) if changes else turn
     reported = turn.reasoning_tokens
-    if _counted(blocks, reported):
-        estimates = [count(b.thought) if b.thought else 0 for b in blocks]
-    else:
+    if reported is not None and sum(1 for b in blocks if b.thought) == 1:
         estimates = [1 if b.thought else 0 for b in blocks]  # the whole figure to that one
+    else:
+        estimates = [count(b.thought) if b.thought else 0 for b in blocks]
     counts = estimates
     total = sum(estimates)
     if reported is not None and total > 0:
@@ -192,18 +192,6 @@ def with_token_counts(turn: Turn, count: Callable[[str], int], **changes: Any) -
         for p in turn.parts
     )
     return replace(turn, parts=parts, **changes)
-
-
-def _counted(blocks: Sequence[ThinkingBlock], reported: int | None) -> bool:
-    return reported is None or sum(1 for b in blocks if b.thought) != 1
-
-
-def texts_to_count(turn: Turn) -> list[str]:
-    """The texts `with_token_counts` will count for this turn."""
-    blocks = turn.thinking
-    if not _counted(blocks, turn.reasoning_tokens):
-        return []
-    return [b.thought for b in blocks if b.thought]
 
 
 # -- JSON shapes -------------------------------------------------------------

@@ -16,7 +16,6 @@ from proxy.reasoning.blocks import (
     extract_thinking_blocks,
     filter_for_context,
     join_reasoning,
-    texts_to_count,
     tighter_policy,
     turn_from_record,
     turn_to_json,
@@ -116,13 +115,6 @@ def test_one_block_with_a_reported_figure_is_not_counted() -> None:
     assert [b.tokens for b in turn.thinking] == [41, 0]
     unreported = with_token_counts(Turn(parts=(NATIVE, ENCRYPTED)), lambda text: 9)
     assert [b.tokens for b in unreported.thinking] == [9, 0]
-    # what with_token_counts will count, for counting it beforehand
-    assert texts_to_count(Turn(parts=(NATIVE, ENCRYPTED), usage=usage)) == []
-    assert texts_to_count(Turn(parts=(NATIVE, ENCRYPTED))) == ["native plan"]
-    assert texts_to_count(Turn(parts=(NATIVE, HIDDEN), usage=usage)) == [
-        "native plan",
-        "hidden from client",
-    ]
 
 
 def test_block_json_is_camel_case_and_round_trips() -> None:
