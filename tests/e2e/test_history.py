@@ -242,6 +242,12 @@ def test_tenants_share_nothing_and_foreign_ids_look_unknown(upstream: FakeUpstre
     assert still_mine.status_code == 200
 
 
+def post_chat(url: str, headers: dict[str, str], messages: list[Any]) -> httpx.Response:
+    """A chat completion for model `m` through the proxy at `url`."""
+    body = {"model": "m", "messages": messages}
+    return httpx.post(f"{url}/chat/completions", headers=headers, timeout=30, json=body)
+
+
 def test_conversation_api_shape_and_delete(upstream: FakeUpstream) -> None:
     usage = {
         "prompt_tokens": 5,
@@ -268,12 +274,7 @@ def test_conversation_api_shape_and_delete(upstream: FakeUpstream) -> None:
     )
     headers = {"Authorization": "Bearer sk-shape", "X-Conversation-Id": "shape-1"}
     with running_proxy(route_config(upstream)) as proxy:
-        r = httpx.post(
-            f"{proxy.url}/chat/completions",
-            headers=headers,
-            timeout=30,
-            json={"model": "m", "messages": [{"role": "user", "content": "Why?"}]},
-        )
+        r = post_chat(proxy.url, headers, [{"role": "user", "content": "Why?"}])
         data = httpx.get(f"{proxy.url}/conversations/shape-1", headers=headers).json()
         gone = httpx.delete(f"{proxy.url}/conversations/shape-1", headers=headers)
         after = httpx.get(f"{proxy.url}/conversations/shape-1", headers=headers)
@@ -478,23 +479,13 @@ def test_long_texts_count_as_short_ones_do(upstream: FakeUpstream) -> None:
     messages: list[Any] = [{"role": "user", "content": "Summarise this file:\n" + output}]
     headers = {"Authorization": "Bearer sk-long", "X-Conversation-Id": "long-1"}
     with running_proxy(route_config(upstream)) as proxy:
-        first = httpx.post(
-            f"{proxy.url}/chat/completions",
-            headers=headers,
-            timeout=30,
-            json={"model": "m", "messages": messages},
-        )
+        first = post_chat(proxy.url, headers, messages)
         again = [
             *messages,
             {"role": "assistant", "content": "Done."},
             {"role": "user", "content": "And?"},
         ]
-        second = httpx.post(
-            f"{proxy.url}/chat/completions",
-            headers=headers,
-            timeout=30,
-            json={"model": "m", "messages": again},
-        )
+        second = post_chat(proxy.url, headers, again)
         data = httpx.get(f"{proxy.url}/conversations/long-1", headers=headers).json()
     count = TokenCounter().count
     thought = data["turns"][0]["blocks"][0]["thought"]
