@@ -18,7 +18,8 @@ How it is cut, bytes flowing one way:
     connect.py     a new connection: resolution, staggered attempts (happy
                    eyeballs), TLS, a CONNECT tunnel through a proxy
     connection.py  the asyncio protocol: socket -> reader -> the unread body
-    gate.py        request slots: a first-come-first-served counting semaphore
+    gate.py        a first-come-first-served counting semaphore
+    slots.py       request slots (all, and per origin) with a bounded wait
     pool.py        keep-alive connections, request slots, Response
 
 What it does: keep-alive connections pooled per origin and proxy (most

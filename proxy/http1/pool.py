@@ -17,11 +17,11 @@ from proxy.http1.errors import (
     ConnectTimeout,
     Disconnected,
     HTTPClientError,
-    PoolTimeout,
     ResponseTimeout,
 )
 from proxy.http1.gate import Gate
 from proxy.http1.request import Origin, encode_request
+from proxy.http1.slots import Slots
 
 
 class Response:
@@ -63,12 +63,11 @@ class Response:
 class Pool:
     """Keep-alive connections per origin, and request slots.
 
-    Slots: at most `limit` requests in flight (from sending one until its
-    response is released), and at most `max_per_origin` to one origin. A
-    request that finds no slot waits, first come first served, at most
-    `queue_timeout` seconds in all, then fails with PoolTimeout before
-    anything is sent. A request waiting for its origin holds no slot of the
-    others. `in_flight` and `waiting` count requests; `on_change(in_flight,
+    Slots (`slots.py`): at most `limit` requests in flight (from sending
+    one until its response is released), and at most `max_per_origin` to
+    one origin; a request that finds none waits at most `queue_timeout`
+    seconds, then fails with PoolTimeout before anything is sent.
+    `in_flight` and `waiting` count requests; `on_change(in_flight,
     waiting)`, when given, is called whenever either changes.
 
     Idle connections: the most recently used is taken first; one idle for
@@ -104,13 +103,9 @@ class Pool:
         env_proxies: EnvProxies | None = None,
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        self._limit = Gate(limit)
+        self._slots = Slots(limit, queue_timeout, on_change)
         self._max_per_origin = max_per_origin
         self._origin_slots: dict[Hashable, Gate] = {}
-        self._queue_timeout = queue_timeout
-        self._on_change = on_change
-        self.in_flight = 0
-        self.waiting = 0
         self.retried = 0
         self._keepalive = keepalive
         self._idle: dict[Hashable, deque[Connection]] = {}
@@ -174,7 +169,7 @@ class Pool:
             if conn is not None:
                 self._in_use.pop(conn, None)
                 conn.abandon()
-            self._give_slots(slot)
+            self._slots.give(slot)
             raise
         return Response(conn, self, idle_timeout)
 
@@ -211,56 +206,23 @@ class Pool:
             slot = self._origin_slots.get(origin)
             if slot is None:
                 slot = self._origin_slots[origin] = Gate(self._max_per_origin)
-        limit = self._limit
-        if limit.open and (slot is None or slot.open):  # both at once
-            if slot is not None:
-                slot.take()
-            limit.take()
-        else:
-            await self._queue(slot)
-        self.in_flight += 1
-        self._changed()
+        await self._slots.take(slot)
         return slot
 
-    async def _queue(self, slot: Gate | None) -> None:
-        """Wait for the origin's slot, then the pool's, at most the queue
-        timeout in all."""
-        self.waiting += 1
-        self._changed()
-        holding = False
-        try:
-            async with asyncio.timeout(self._queue_timeout):
-                if slot is not None:
-                    await slot.wait()
-                    holding = True
-                await self._limit.wait()
-        except BaseException as exc:
-            if holding and slot is not None:
-                slot.give()
-            if isinstance(exc, TimeoutError):
-                raise PoolTimeout(f"no free request slot in {self._queue_timeout:g} s") from None
-            raise
-        finally:
-            self.waiting -= 1
-            self._changed()
+    @property
+    def in_flight(self) -> int:
+        return self._slots.in_flight
 
-    def _give_slots(self, slot: Gate | None) -> None:
-        self._limit.give()
-        if slot is not None:
-            slot.give()
-        self.in_flight -= 1
-        self._changed()
-
-    def _changed(self) -> None:
-        if self._on_change is not None:
-            self._on_change(self.in_flight, self.waiting)
+    @property
+    def waiting(self) -> int:
+        return self._slots.waiting
 
     # -- idle connections --------------------------------------------------------------
 
     def release(self, conn: Connection) -> None:
         if conn not in self._in_use:
             return
-        self._give_slots(self._in_use.pop(conn))
+        self._slots.give(self._in_use.pop(conn))
         if conn.reusable() and not self._closed:
             conn.idle_since = time.monotonic()
             self._idle.setdefault(conn.key, deque()).append(conn)

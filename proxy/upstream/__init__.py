@@ -5,7 +5,6 @@ failures become proxy errors.
     builtin.py    the default transport, over proxy.http1 (a lean HTTP/1.1 client)
     aio.py        the aiohttp transport (`server.upstream_client: aiohttp`)
     mock.py       a transport without sockets, for tests
-    slots.py      request slots with a bounded wait (for transports without them)
     errors.py     TransportError, its causes, and the map to proxy errors
     client.py     Upstream: routes -> requests over the configured transport
     headers.py    hop-by-hop headers

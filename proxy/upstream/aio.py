@@ -9,8 +9,8 @@ next client's request), no headers of its own (User-Agent, Accept, Content-Type)
 gzip/deflate decoded in bounded pieces per read (`auto_decompress`), the
 system's trust store for HTTPS (`SSL_CERT_FILE` honoured), the connect and
 idle timeouts (`sock_read`: every wait for the next bytes, head included),
-and request slots with a bounded wait (`Slots`; aiohttp's own pool is left
-unbounded). aiohttp skips 1xx responses; a 101 is refused here. Its
+and request slots with a bounded wait (the built-in client's `Slots`;
+aiohttp's own pool is left unbounded). aiohttp skips 1xx responses; a 101 is refused here. Its
 exceptions become `TransportError`s here, at send and at each read.
 """
 
@@ -24,8 +24,9 @@ from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
 from yarl import URL
 
 from proxy.http1.egress import EnvProxies, proxy_for
+from proxy.http1.errors import PoolTimeout
+from proxy.http1.slots import Slots
 from proxy.upstream.errors import Cause, TransportError, os_cause
-from proxy.upstream.slots import Slots
 from proxy.upstream.transport import Origin, Request
 
 # the headers aiohttp would add to every request; the client's own go as they are
@@ -102,7 +103,7 @@ class AiohttpResponse:
             self._response.release()  # kept alive, if the upstream allows
         else:
             self._response.close()
-        self._slots.release()
+        self._slots.give()
 
     def close(self) -> None:
         self._response.close()
@@ -175,7 +176,10 @@ class AiohttpTransport:
         if session is None:
             raise RuntimeError("the transport is not started")
         proxy = proxy_for(request.origin, request.proxy, self._env_proxies)
-        await self._slots.acquire()
+        try:
+            await self._slots.take()
+        except PoolTimeout as exc:
+            raise TransportError("busy", str(exc)) from None
         try:
             response = await session.request(
                 request.method,
@@ -193,13 +197,13 @@ class AiohttpTransport:
                 ),
             )
         except BaseException as exc:
-            self._slots.release()
+            self._slots.give()
             if isinstance(exc, _ERRORS):
                 raise _failure(exc) from None
             raise
         if response.status == 101:
             response.close()
-            self._slots.release()
+            self._slots.give()
             raise TransportError("bad_response", "the upstream switched protocols")
         return AiohttpResponse(response, self._slots)
 
