@@ -44,12 +44,15 @@ from proxy.config import (
 from proxy.errors import (
     BadRequest,
     ConfigError,
+    LoopDetected,
     MethodNotAllowed,
     NotFound,
     ProxyError,
     ServerShuttingDown,
 )
 from proxy.runtime import Runtime
+
+log = logging.getLogger("proxy")
 
 CHAT_PATH = "/v1/chat/completions"
 MESSAGES_PATH = "/v1/messages"
@@ -93,10 +96,15 @@ class ProxyApp:
         self.messages = MessagesEndpoint(runtime, self.chat.planner)
         self.count_tokens = CountTokensEndpoint(runtime, self.chat.planner)
         self.mounts = tuple((mounts or {}).items())
+        self.own_addresses = runtime.upstream.own_addresses
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.api(scope, receive, send)
+            return
+        own = self.own_addresses
+        if own and (client := scope.get("client")) is not None and tuple(client) in own:
+            await self._loop_back(scope, send)
             return
         path = scope["path"]
         for prefix, app in self.mounts:
@@ -157,6 +165,26 @@ class ProxyApp:
             task.uncancel()
         finally:
             rt.requests.discard(task)
+
+    async def _loop_back(self, scope: Scope, send: Send) -> None:
+        """A request on one of this process's own upstream connections: a
+        route leads back here. Refused at once (in the Messages shape on its
+        paths), so the loop ends at its first turn instead of filling every
+        upstream slot."""
+        path = scope["path"]
+        log.warning(
+            "a request came back on one of this proxy's own upstream connections: "
+            "a route's upstream points at the proxy itself",
+            extra={"path": path},
+        )
+        trace = Trace(send, self.runtime.metrics, api_endpoint(path), scope)
+        try:
+            if path.startswith(MESSAGES_PATH):
+                await send_anthropic_error(trace.send, LoopDetected())
+            else:
+                await send_error(trace.send, LoopDetected())
+        finally:
+            trace.finish()
 
     async def _refuse(self, scope: Scope, send: Send, error: ProxyError) -> None:
         """An error the dispatch answers itself, with its log line."""

@@ -171,7 +171,9 @@ def serve(config: Config, args: argparse.Namespace) -> None:
         "port": server.port,
         "log_level": server.log_level,
         "access_log": False,
-        "proxy_headers": False,  # no X-Forwarded-* rewriting: nothing reads the client address
+        # no X-Forwarded-* rewriting: the client address is the peer's own
+        # (the loop check compares it with the upstream connections')
+        "proxy_headers": False,
         "log_config": None,  # our handler on the root logger (redacting) serves uvicorn too
     }
     if server.workers == 1:

@@ -110,6 +110,22 @@ class StoreUnavailable(ProxyError):
     default_code = "store_unavailable"
 
 
+class LoopDetected(ProxyError):
+    """The request arrived on one of this process's own upstream connections:
+    a route's upstream points back at the proxy. Refused before anything is
+    read, so the loop ends at its first turn."""
+
+    status = 508
+    type = "server_error"
+    default_code = "loop_detected"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This request came from this proxy itself: a route's upstream points back "
+            "at the proxy. Fix the route's upstream URL."
+        )
+
+
 class UpstreamBusy(ProxyError):
     """No upstream request slot came free in time; nothing was sent (carries
     Retry-After)."""

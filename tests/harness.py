@@ -323,11 +323,11 @@ class FakeUpstream:
 class ProxyServer:
     """The proxy app under uvicorn on a free port, in a thread."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, port: int | None = None) -> None:
         self.config = config
         self.runtime = Runtime(config)
         self.app = create_app(config, runtime=self.runtime)
-        self.port = free_port()
+        self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = self.base + "/v1"
         self._server = uvicorn.Server(
@@ -363,9 +363,12 @@ def route_config(upstream: FakeUpstream, **route: Any) -> dict[str, Any]:
 
 
 @contextmanager
-def running_proxy(data: dict[str, Any], env: dict[str, str] | None = None) -> Iterator[ProxyServer]:
+def running_proxy(
+    data: dict[str, Any], env: dict[str, str] | None = None, port: int | None = None
+) -> Iterator[ProxyServer]:
+    """The proxy for this config, on `port` (default: a free one)."""
     env = {"REASONING_PROXY_SECRET": "test-secret", **(env or {})}
-    server = ProxyServer(build_config(data, env=env)).start()
+    server = ProxyServer(build_config(data, env=env), port).start()
     try:
         yield server
     finally:

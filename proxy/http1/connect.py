@@ -145,18 +145,19 @@ async def open_connection(
     within: float,
     resolver: Resolver = resolve,
     delay: float = HAPPY_EYEBALLS_DELAY,
+    own: dict[tuple[str, int], int] | None = None,
 ) -> Connection:
     """A connection ready for requests to `origin`: TCP (and TLS when `tls`
     is given) to the origin, or TCP to `proxy`, with a tunnel through it to
     an https origin. OSError, ssl.SSLError, or ConnectFailed when the proxy
-    refuses the tunnel."""
+    refuses the tunnel. `own`: the pool's local addresses (`Connection`)."""
     loop = asyncio.get_running_loop()
     host, port = (origin.host, origin.port) if proxy is None else (proxy.host, proxy.port)
     sock = await open_socket(host, port, resolver=resolver, delay=delay)
     direct_tls = tls if proxy is None else None
     # the transport owns the socket from here, and closes it on failure
     _, conn = await loop.create_connection(
-        lambda: Connection(key, loop),
+        lambda: Connection(key, loop, own),
         sock=sock,
         ssl=direct_tls,
         server_hostname=origin.host if direct_tls is not None else None,

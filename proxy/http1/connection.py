@@ -30,7 +30,9 @@ class Connection(asyncio.Protocol):
         "_body",
         "_buffered",
         "_decoder",
+        "_local",
         "_loop",
+        "_own",
         "_paused",
         "_poller",
         "_waiter",
@@ -51,9 +53,18 @@ class Connection(asyncio.Protocol):
         "tunnel",
     )
 
-    def __init__(self, key: Hashable, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        key: Hashable,
+        loop: asyncio.AbstractEventLoop,
+        own: dict[tuple[str, int], int] | None = None,
+    ) -> None:
         self.key = key  # the pool's: where the connection goes, and through which proxy
         self._loop = loop
+        # the pool's local addresses of its open connections (with a count
+        # each), so a request that comes back to this process is known
+        self._own = own
+        self._local: tuple[str, int] | None = None
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.lost = False  # connection_lost came
@@ -82,6 +93,11 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        own = self._own
+        sockname = transport.get_extra_info("sockname")
+        if own is not None and isinstance(sockname, tuple):
+            local = self._local = (sockname[0], sockname[1])
+            own[local] = own.get(local, 0) + 1
 
     def data_received(self, data: bytes) -> None:
         reader = self.reader
@@ -118,6 +134,12 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.lost = True
+        local, own = self._local, self._own
+        if local is not None and own is not None:
+            self._local = None
+            left = own.pop(local, 1) - 1
+            if left:
+                own[local] = left
         reader = self.reader
         if reader is not None and not self.complete and self.error is None:
             try:

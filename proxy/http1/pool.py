@@ -102,6 +102,7 @@ class Pool:
         happy_eyeballs_delay: float = HAPPY_EYEBALLS_DELAY,
         env_proxies: EnvProxies | None = None,
         tls: ssl.SSLContext | None = None,
+        own_addresses: dict[tuple[str, int], int] | None = None,
     ) -> None:
         self._slots = Slots(limit, queue_timeout, on_change)
         self._max_per_origin = max_per_origin
@@ -118,6 +119,9 @@ class Pool:
         self._happy_eyeballs_delay = happy_eyeballs_delay
         self._ssl = tls
         self._closed = False
+        # the local (host, port) of every open connection, with a count: a
+        # request arriving from one of them came from this very process
+        self.own_addresses = {} if own_addresses is None else own_addresses
 
     async def request(
         self,
@@ -295,6 +299,7 @@ class Pool:
                     within=within,
                     resolver=self._resolver,
                     delay=self._happy_eyeballs_delay,
+                    own=self.own_addresses,
                 )
         except (TimeoutError, ResponseTimeout):
             raise ConnectTimeout(f"no connection to the upstream in {within:g} s") from None

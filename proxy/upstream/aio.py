@@ -120,6 +120,7 @@ class AiohttpTransport:
         env_proxies: EnvProxies | None = None,
     ) -> None:
         self._slots = Slots(limit, queue_timeout, on_change)
+        self._own: dict[tuple[str, int], int] = {}  # never filled: see own_addresses
         self._env_proxies = env_proxies
         self._keepalive = keepalive
         self._session: aiohttp.ClientSession | None = None
@@ -138,6 +139,12 @@ class AiohttpTransport:
             requote_redirect_url=False,
             timeout=aiohttp.ClientTimeout(total=None),
         )
+
+    @property
+    def own_addresses(self) -> dict[tuple[str, int], int]:
+        """Always empty: aiohttp does not say which local address a pooled
+        connection has, so a route back to this proxy is not noticed."""
+        return self._own
 
     @property
     def in_flight(self) -> int:

@@ -33,6 +33,7 @@ class BuiltinTransport:
         self._env_proxies = env_proxies
         self._pool: http1.Pool | None = None
         self._origins: dict[Origin, http1.Origin] = {}
+        self._own: dict[tuple[str, int], int] = {}  # the pool's, from start() on
 
     async def start(self) -> None:
         self._pool = http1.Pool(
@@ -42,7 +43,12 @@ class BuiltinTransport:
             on_change=self._on_change,
             max_per_origin=self._max_per_origin,
             env_proxies=self._env_proxies,
+            own_addresses=self._own,
         )
+
+    @property
+    def own_addresses(self) -> dict[tuple[str, int], int]:
+        return self._own
 
     @property
     def in_flight(self) -> int:

@@ -22,6 +22,7 @@ proxy errors themselves.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -91,6 +92,13 @@ class Response(Protocol):
 
 
 class Transport(Protocol):
+    @property
+    def own_addresses(self) -> Mapping[tuple[str, int], int]:
+        """The local (host, port) of each open connection, the same mapping
+        for the transport's life: a request arriving from one came from this
+        process (a loop). Empty when the transport cannot tell."""
+        ...
+
     @property
     def in_flight(self) -> int:
         """Requests holding a slot (sent, response not yet released)."""
