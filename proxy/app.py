@@ -102,16 +102,18 @@ class ProxyApp:
         if scope["type"] != "http":
             await self.api(scope, receive, send)
             return
-        own = self.own_addresses
-        if own and (client := scope.get("client")) is not None and tuple(client) in own:
-            await self._loop_back(scope, send)
-            return
         path = scope["path"]
         for prefix, app in self.mounts:
             if path.startswith(prefix + "/"):
                 scope = {**scope, "path": path[len(prefix) :], "root_path": prefix}
                 await app(scope, receive, send)
                 return
+        # a mounted app (the demo's simulated upstreams) is served to anyone,
+        # this process's own upstream connections included; the proxy is not
+        own = self.own_addresses
+        if own and (client := scope.get("client")) is not None and tuple(client) in own:
+            await self._loop_back(scope, send)
+            return
         rt = self.runtime
         if rt.draining and path not in DRAIN_PATHS:
             await self._refuse(scope, send, ServerShuttingDown())
