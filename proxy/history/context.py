@@ -34,35 +34,9 @@ PER_REQUEST = 3  # the assistant reply's priming
 _TEXT_FIELDS = frozenset(("reasoning_content", "reasoning", "thinking", "name", "tool_call_id"))
 
 
-def message_texts(message: Any) -> Iterator[str]:
-    """The texts of a message that count as tokens (some may be empty), for
-    counting them ahead (`Count.warm`); `message_tokens` counts the same
-    texts in place (a property test holds the two together)."""
-    if not isinstance(message, dict):
-        return
-    yield str(message.get("role", ""))
-    yield content_text(message.get("content"))
-    for key, value in message.items():  # most messages hold only role and content
-        if key in _TEXT_FIELDS:
-            if isinstance(value, str):
-                yield value
-        elif key == "reasoning_details":
-            if isinstance(value, list):
-                yield details_text(value)
-        elif key == "thinking_blocks":
-            if isinstance(value, list):
-                yield blocks_text(value)
-        elif key == "tool_calls" and isinstance(value, list):
-            for call in value:
-                function = call.get("function") if isinstance(call, dict) else None
-                if isinstance(function, dict):
-                    yield str(function.get("name", ""))
-                    yield str(function.get("arguments", ""))
-
-
 def message_tokens(message: Any, count: Count) -> int:
-    """PER_MESSAGE and the tokens of `message_texts(message)`, counted as
-    they are found (this runs for every message of every request)."""
+    """PER_MESSAGE and the tokens of each text of the message that counts
+    (this runs for every message of every request)."""
     if not isinstance(message, dict):
         return 0
     total = PER_MESSAGE + count(str(message.get("role", "")))
@@ -84,6 +58,19 @@ def message_tokens(message: Any, count: Count) -> int:
                     total += count(str(function.get("name", "")))
                     total += count(str(function.get("arguments", "")))
     return total
+
+
+def message_texts(message: Any) -> list[str]:
+    """The texts `message_tokens` counts, in order (some may be empty), for
+    counting them ahead (`Count.warm`)."""
+    texts: list[str] = []
+
+    def collect(text: str) -> int:
+        texts.append(text)
+        return 0
+
+    message_tokens(message, collect)
+    return texts
 
 
 def tools_text(tools: Any) -> str:
