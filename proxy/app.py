@@ -126,12 +126,7 @@ class ProxyApp:
             endpoint = self.chat
         elif path in (MESSAGES_PATH, COUNT_TOKENS_PATH):
             if scope["method"] != "POST":
-                trace = Trace(send, rt.metrics, api_endpoint(path), scope)
-                try:
-                    error = MethodNotAllowed("Use POST for messages.")
-                    await send_anthropic_error(trace.send, error)
-                finally:
-                    trace.finish()
+                await self._refuse(scope, send, MethodNotAllowed("Use POST for messages."))
                 return
             endpoint = self.messages if path == MESSAGES_PATH else self.count_tokens
         elif path == RESPONSES_PATH:
@@ -173,26 +168,23 @@ class ProxyApp:
         route leads back here. Refused at once (in the Messages shape on its
         paths), so the loop ends at its first turn instead of filling every
         upstream slot."""
-        path = scope["path"]
         log.warning(
             "a request came back on one of this proxy's own upstream connections: "
             "a route's upstream points at the proxy itself",
-            extra={"path": path},
+            extra={"path": scope["path"]},
         )
+        await self._refuse(scope, send, LoopDetected())
+
+    async def _refuse(self, scope: Scope, send: Send, error: ProxyError) -> None:
+        """An error the dispatch answers itself, with its log line, in the
+        Messages shape on the Messages paths."""
+        path = scope["path"]
         trace = Trace(send, self.runtime.metrics, api_endpoint(path), scope)
         try:
             if path.startswith(MESSAGES_PATH):
-                await send_anthropic_error(trace.send, LoopDetected())
+                await send_anthropic_error(trace.send, error)
             else:
-                await send_error(trace.send, LoopDetected())
-        finally:
-            trace.finish()
-
-    async def _refuse(self, scope: Scope, send: Send, error: ProxyError) -> None:
-        """An error the dispatch answers itself, with its log line."""
-        trace = Trace(send, self.runtime.metrics, api_endpoint(scope["path"]), scope)
-        try:
-            await send_error(trace.send, error)
+                await send_error(trace.send, error)
         finally:
             trace.finish()
 

@@ -219,6 +219,13 @@ def test_sigterm_drains_finishes_short_streams_and_cuts_long_ones(
         models = httpx.get(proxy.base + "/v1/models", headers=KEY, timeout=5)
         assert models.status_code == 503
         assert models.json()["error"]["code"] == "server_shutting_down"
+        # and the Messages door in its own shape
+        message = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}
+        messages = httpx.post(proxy.base + "/v1/messages", json=message, headers=KEY, timeout=5)
+        assert messages.status_code == 503
+        assert messages.headers["retry-after"] == "1"
+        assert messages.json()["type"] == "error"
+        assert messages.json()["error"]["type"] == "overloaded_error"
 
         done = short.result(30)
         cut = long.result(30)
