@@ -56,6 +56,7 @@ CENSUS_SECONDS = 1.0
 RETRY_MIN = 0.1  # seconds before reconnecting, doubled up to RETRY_MAX
 RETRY_MAX = 5.0
 FLUSH_SECONDS = 1.0  # at close, what the outbox holds gets this long to go out
+CLOSE_SECONDS = 2.0  # then the tasks get this long to stop
 
 _FAILURES = (RedisError, OSError, TimeoutError)
 
@@ -99,12 +100,25 @@ class RedisLiveFeed(LiveFeed):
             if asyncio.get_running_loop().time() > deadline:
                 break
             await asyncio.sleep(0.01)
-        for task in self._tasks:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+        # A cancellation that lands as a read's own timeout fires can be lost
+        # (redis-py reads under asyncio.timeout; before Python 3.12 the two
+        # can race), and the task then goes on: cancel again until each task
+        # has ended, for a moment at most.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLOSE_SECONDS
+        pending = set(tasks)
+        while pending and loop.time() < deadline:
+            _, pending = await asyncio.wait(pending, timeout=0.05)
+            for task in pending:
+                task.cancel()
+        if pending:
+            log.warning("live feed: %d task(s) did not stop at close", len(pending))
+        for task in tasks:
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved: the loops end only by cancellation
         client, self._redis = self._redis, None
         if client is not None:
             with contextlib.suppress(*_FAILURES):

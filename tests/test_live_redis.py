@@ -7,13 +7,15 @@ blocks a publisher."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis.asyncio as aioredis
 
 from proxy.live import QUEUE_SIZE, Subscription
@@ -21,6 +23,7 @@ from proxy.live_redis import OUTBOX_SIZE, RedisLiveFeed
 from tests.stores.servers import RedisServer
 
 DEADLINE = 10.0  # seconds: correctness deadlines, not speed
+SCENARIO_SECONDS = 60.0  # a whole scenario, before it counts as hung
 
 
 async def _until(predicate: Callable[[], bool], what: str) -> None:
@@ -32,10 +35,26 @@ async def _until(predicate: Callable[[], bool], what: str) -> None:
 
 
 def _run(scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """asyncio.run in a thread of its own: the inspector's browser tests keep
-    an event loop running in the main thread for the session."""
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(asyncio.run, scenario()).result()
+    """asyncio.run in a thread of its own (the inspector's browser tests keep
+    an event loop running in the main thread for the session), a daemon one:
+    a scenario that hangs fails here, and leaves nothing for the exit to
+    wait for."""
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(scenario())
+        except BaseException as exc:  # handed to the test's thread
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(SCENARIO_SECONDS)
+    assert outcome, f"the scenario did not end in {SCENARIO_SECONDS:g} s"
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 def _drain(sub: Subscription) -> list[dict[str, Any]]:
@@ -148,3 +167,31 @@ def test_a_dead_redis_never_blocks_a_publisher_and_the_feed_comes_back(tmp_path:
         _run(scenario)
     finally:
         server.stop()
+
+
+def test_close_ends_a_task_that_lost_its_cancellation(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancellation can be lost inside a read (its own timeout firing at
+    the same moment); close() cancels again rather than wait forever."""
+    stubborn: list[asyncio.Task[None]] = []
+
+    async def census(self: RedisLiveFeed, r: aioredis.Redis) -> None:
+        stubborn.append(asyncio.current_task())  # type: ignore[arg-type]
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(3600)  # the first cancellation, lost
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(RedisLiveFeed, "_census", census)
+
+    async def scenario() -> None:
+        feed = RedisLiveFeed(redis_server.url, prefix="rp-live-close:")
+        await feed.start()
+        await asyncio.sleep(0.05)
+        closing = asyncio.create_task(feed.close())
+        done, _ = await asyncio.wait({closing}, timeout=DEADLINE)
+        assert closing in done, "close() waited on a task that lost its cancellation"
+        await closing
+        assert stubborn[0].cancelled()
+
+    _run(scenario)
