@@ -18,6 +18,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+import orjson
+
 from proxy.reasoning.blocks import Turn
 from proxy.stores.base import (
     ConversationInfo,
@@ -38,18 +40,26 @@ INDEX_OVERHEAD = 160
 RESPONSE_OVERHEAD = 300
 
 
-# Conversations and turns are kept in flat, exact tuples of atoms (bytes,
-# str, numbers, None), replaced on every write, never in mutable objects or
-# nested tuples: CPython's cyclic collector untracks such a tuple at the first
-# pass that sees it, so what the store holds costs the collector's passes
-# nothing. (Kept as an object and two lists per conversation, 10,000
-# conversations made every full pass take about 14 ms, a pause that every
-# request in flight waits out; nested tuples stay tracked for a pass per
-# level, as the collector visits the outer one first.)
+# What the store holds must cost the cyclic collector nothing, since a full
+# pass visits every entry of every tracked container (a cache miss each: with
+# 10,000 conversations held as tuples, every full pass took about 4 ms under
+# load, a pause that every request in flight waits out).
+#
+#   _turns: turn key -> record (bytes)
+#   _turn_refs: turn key -> its index keys as a JSON list (only turns that have any)
+#   _index: tenant -> index key -> turn key
+#
+# These dicts hold only str and bytes, which the collector does not track, so
+# CPython never tracks the dicts either. A turn key is a str: the conversation's
+# prefix (`_prefix`) and the turn's index; nothing but the index follows its
+# last NUL, so no two conversations' keys meet.
 #
 #   _conversations: (tenant, conversation) -> (first, count, size, updated, model)
 #       turns first .. first + count - 1 are kept (older ones were dropped)
-#   _turns: (tenant, conversation, index) -> (record, *index keys)
+#
+# An OrderedDict is always tracked, so `_conversations` and `_responses` are
+# visited on each full pass: `serve` freezes them with the rest of start-up
+# (`gc.freeze`), and their flat tuples of atoms are untracked at the first pass.
 _Key = tuple[str, str]
 _Conv = tuple[int, int, int, float, str | None]
 _NEW: _Conv = (0, 0, CONVERSATION_OVERHEAD, 0.0, None)
@@ -74,9 +84,9 @@ class MemoryStore:
         self._max_turns = max_turns
         self._clock = clock
         self._conversations: OrderedDict[_Key, _Conv] = OrderedDict()
-        self._turns: dict[tuple[str, str, int], tuple[Any, ...]] = {}
-        # tenant -> index key -> (conversation id, absolute turn index)
-        self._index: dict[str, dict[str, tuple[str, int]]] = {}
+        self._turns: dict[str, bytes] = {}
+        self._turn_refs: dict[str, bytes] = {}
+        self._index: dict[str, dict[str, str]] = {}
         self._profiles: dict[str, dict[str, Any]] = {}
         # (tenant, response id) -> (record, time written), least recently written first
         self._responses: OrderedDict[tuple[str, str], tuple[bytes, float]] = OrderedDict()
@@ -104,10 +114,13 @@ class MemoryStore:
         first, count, size, _, model = conv
         index_keys = refs.index_keys()
         index = first + count
-        self._turns[(tenant, conversation, index)] = (record, *index_keys)
-        tenant_index = self._index.setdefault(tenant, {})
-        for index_key in index_keys:
-            tenant_index[index_key] = (conversation, index)
+        turn_key = _prefix(tenant, conversation) + str(index)
+        self._turns[turn_key] = record
+        if index_keys:
+            self._turn_refs[turn_key] = bytes(memoryview(orjson.dumps(index_keys)))  # exact size
+            tenant_index = self._index.setdefault(tenant, {})
+            for index_key in index_keys:
+                tenant_index[index_key] = turn_key
         added = _turn_size(record, index_keys)
         self._bytes += added
         self._conversations[k] = (first, count + 1, size + added, now, turn.model or model)
@@ -123,20 +136,17 @@ class MemoryStore:
             return []
         first, count = conv[0], conv[1]
         turns = self._turns
-        return decode_turns(
-            [turns[(tenant, conversation, i)][0] for i in range(first, first + count)]
-        )
+        prefix = _prefix(tenant, conversation)
+        return decode_turns([turns[prefix + str(i)] for i in range(first, first + count)])
 
     async def lookup(self, tenant: str, index_key: str) -> Turn | None:
-        ref = self._index.get(tenant, {}).get(index_key)
-        if ref is None:
+        turn_key = self._index.get(tenant, {}).get(index_key)
+        if turn_key is None:
             return None
-        conversation, index = ref
-        conv = self._live((tenant, conversation))
-        if conv is None:
+        if self._live((tenant, _conversation_of(tenant, turn_key))) is None:
             return None
-        found = self._turns.get((tenant, conversation, index))
-        return decode_turn(found[0]) if found is not None else None
+        found = self._turns.get(turn_key)
+        return decode_turn(found) if found is not None else None
 
     async def delete(self, key: ConversationKey) -> bool:
         k = (key.tenant, key.conversation)
@@ -282,26 +292,40 @@ class MemoryStore:
     def _drop_turns(self, k: _Key, first: int, count: int) -> int:
         """Drop turns first .. first + count - 1; return their bytes."""
         tenant, conversation = k
+        prefix = _prefix(tenant, conversation)
         freed = 0
         for index in range(first, first + count):
-            record, *index_keys = self._turns.pop((tenant, conversation, index))
-            self._unindex(k, index_keys, index)
+            turn_key = prefix + str(index)
+            record = self._turns.pop(turn_key)
+            refs = self._turn_refs.pop(turn_key, None)
+            index_keys: list[str] = orjson.loads(refs) if refs is not None else []
+            self._unindex(tenant, index_keys, turn_key)
             freed += _turn_size(record, index_keys)
         self._bytes -= freed
         return freed
 
-    def _unindex(self, k: _Key, index_keys: Sequence[str], index: int) -> None:
+    def _unindex(self, tenant: str, index_keys: Sequence[str], turn_key: str) -> None:
         """Remove index entries that still point at this turn (a later turn
         may have taken the same key over)."""
-        tenant, conversation = k
         tenant_index = self._index.get(tenant)
         if tenant_index is None:
             return
         for index_key in index_keys:
-            if tenant_index.get(index_key) == (conversation, index):
+            if tenant_index.get(index_key) == turn_key:
                 del tenant_index[index_key]
         if not tenant_index:
             del self._index[tenant]
+
+
+def _prefix(tenant: str, conversation: str) -> str:
+    """The start of a conversation's turn keys: the tenant's length tells
+    where the tenant ends, the last NUL where the conversation does."""
+    return f"{len(tenant)}:{tenant}{conversation}\0"
+
+
+def _conversation_of(tenant: str, turn_key: str) -> str:
+    start = len(_prefix(tenant, ""))
+    return turn_key[start - 1 : turn_key.rindex("\0")]
 
 
 def _turn_size(record: bytes, index_keys: Sequence[str]) -> int:
