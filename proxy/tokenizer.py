@@ -103,12 +103,14 @@ class TokenCounter:
 # reasoning would stall every other request for milliseconds.
 LONG_TEXT = 8 * 1024
 SHORT_ENTRIES = 8_192  # short texts surely remembered (at most twice as many kept)
+SHORT_CHARS = 4 * 1024 * 1024  # ... unless they hold more characters (at most twice as many kept)
 LONG_ENTRIES = 4_096  # long texts surely remembered, by hash: none is kept
 
 
 class Recent(Generic[K]):
     """A bounded memo of counts: the `entries` most recently used keys are
-    surely kept, at most twice as many are.
+    surely kept (fewer if their weights, by `weigh`, pass `weight`), at most
+    twice as many (and twice the weight) are.
 
     Two generations of plain dicts: a new key goes into the young one; when
     that is full it becomes the old one and the old one goes; a key found in
@@ -117,12 +119,17 @@ class Recent(Generic[K]):
     cyclic collector tracks none of it (an `lru_cache` of 16,384 entries
     added some 50,000 visits to each full pass)."""
 
-    __slots__ = ("_entries", "_old", "_young")
+    __slots__ = ("_entries", "_old", "_weigh", "_weight", "_young", "_young_weight")
 
-    def __init__(self, entries: int) -> None:
+    def __init__(
+        self, entries: int, weight: int = 0, weigh: Callable[[K], int] | None = None
+    ) -> None:
         self._young: dict[K, int] = {}
         self._old: dict[K, int] = {}
         self._entries = entries
+        self._weigh = weigh  # a key's weight (None: no bound by weight)
+        self._weight = weight
+        self._young_weight = 0
 
     def get(self, key: K) -> int | None:
         found = self._young.get(key)
@@ -138,8 +145,12 @@ class Recent(Generic[K]):
     def put(self, key: K, value: int) -> int:
         young = self._young
         young[key] = value
-        if len(young) >= self._entries:
-            self._old, self._young = young, {}
+        if self._weigh is not None:
+            self._young_weight += self._weigh(key)
+        if len(young) >= self._entries or (
+            self._weigh is not None and self._young_weight >= self._weight
+        ):
+            self._old, self._young, self._young_weight = young, {}, 0
         return value
 
 
@@ -153,24 +164,26 @@ class Count:
     """The proxy's token count: `TokenCounter.count`, remembered.
 
     Short texts (most messages, repeated on every turn of a conversation)
-    are remembered as they are, the `SHORT_ENTRIES` most recently used
-    surely. Long ones are remembered by their hash and length only (the
-    `LONG_ENTRIES` most recent surely), so a pasted file or a tool's output
-    is not kept alive by its count; str hashes are keyed per process
-    (SipHash), so no client can aim a collision. Calls are synchronous;
-    `warm(texts)` first counts the long texts not yet known on a worker
-    thread (tiktoken releases the GIL while it encodes), so the calls that
-    follow find them and the event loop goes on serving meanwhile."""
+    are remembered as they are: the `SHORT_ENTRIES` most recently used
+    surely, while they hold less than `SHORT_CHARS` characters. Long ones
+    are remembered by their hash and length only (the `LONG_ENTRIES` most
+    recent surely), so a pasted file or a tool's output is not kept alive by
+    its count; str hashes are keyed per process (SipHash), so no client can
+    aim a collision. Calls are synchronous; `warm(texts)` first counts the
+    long texts not yet known on a worker thread (tiktoken releases the GIL
+    while it encodes), so the calls that follow find them and the event
+    loop goes on serving meanwhile."""
 
     def __init__(
         self,
         counter: TokenCounter,
         *,
         short_entries: int = SHORT_ENTRIES,
+        short_chars: int = SHORT_CHARS,
         long_entries: int = LONG_ENTRIES,
     ) -> None:
         self._counter = counter
-        self._short: Recent[str] = Recent(short_entries)
+        self._short: Recent[str] = Recent(short_entries, short_chars, len)
         self._long: Recent[int] = Recent(long_entries)
 
     def __call__(self, text: str) -> int:
