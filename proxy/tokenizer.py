@@ -127,7 +127,7 @@ class Recent(Generic[K]):
         self._young: dict[K, int] = {}
         self._old: dict[K, int] = {}
         self._entries = entries
-        self._weigh = weigh  # a key's weight (None: no bound by weight)
+        self._weigh: Callable[[K], int] | None = weigh  # None: no bound by weight
         self._weight = weight
         self._young_weight = 0
 
