@@ -350,7 +350,28 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], .
     (_PREFIXED_KEY, _prefixed_key),
 )
 
+# What every text that one of the patterns changes contains: a sensitive
+# name's core, "bearer" or "authorization" (in any case), or a key prefix.
+# Checking that first passes most log fields (ids, paths, names) untouched:
+# about 0.4 us a field, where the four substitutions cost about 6 us, most of
+# a request's log line. Only ASCII text is screened: in other text, case
+# folding can make a match of letters that lower() does not (the long s).
+_CORES = ("key", "token", "secret", "passw", "cookie", "bearer", "authorization")
+_PREFIX_SCREEN = re.compile("|".join(re.escape(p) for p, _ in _KEY_PREFIXES))  # \b aside
+
+
+def _may_hold_credential(text: str) -> bool:
+    if not text.isascii():
+        return True
+    low = text.lower()
+    for core in _CORES:
+        if core in low:
+            return True
+    return _PREFIX_SCREEN.search(text) is not None
+
+
 _SCALARS = (str, int, float)
+_ATOMS = frozenset({int, float, bool, type(None)})
 
 
 class Redactor:
@@ -372,6 +393,8 @@ class Redactor:
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, REDACTED)
+        if not _may_hold_credential(text):
+            return text
         for pattern, replacement in _PATTERNS:
             text = pattern.sub(replacement, text)
         return text
@@ -430,9 +453,20 @@ class RedactingFilter(logging.Filter):
             record.exc_info = None
         if record.stack_info:
             record.stack_info = self.redact(record.stack_info)
-        for key, value in list(record.__dict__.items()):
-            if key not in _STANDARD:
-                setattr(record, key, self.redact.field(key, value))
+        # Redactor.field on each extra field, with its common cases inline
+        # (a request's line has about 18 fields, most of them short strings
+        # and numbers)
+        fields, redact = record.__dict__, self.redact
+        for key in fields.keys() - _STANDARD:
+            value = fields[key]
+            kind = type(value)
+            if kind is str:
+                fields[key] = REDACTED if sensitive_name(key) else redact(value)
+            elif kind in _ATOMS:
+                if sensitive_name(key):
+                    fields[key] = _hidden(value)
+            else:
+                fields[key] = redact.field(key, value)
         return True
 
 

@@ -10,8 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.observability import (
+    _PATTERNS,
     REDACTED,
     JsonFormatter,
     RedactingFilter,
@@ -260,3 +263,40 @@ def test_truncate_cuts_long_strings_everywhere() -> None:
     cut = truncate(body, 10)
     assert cut["messages"][0]["content"] == "x" * 10 + "…(+490)"
     assert cut["n"] == 1
+
+
+# Pieces that the redaction patterns react to, and ordinary ones around them:
+# names, separators and values, often in that order.
+_NAMES = st.sampled_from(
+    [
+        "Bearer", "bearer", "Authorization", "authorization", "Basic",
+        "api_key", "apiKey", "x-api-key", "token", "TOKEN", "secret", "Passwd", "password",
+        "cookie", "Cookie", "key", "monkey", "secret_key", "client-secret", "x",
+    ]
+)  # fmt: skip
+_SEPARATORS = st.sampled_from([" ", "\t", "=", ": ", '": "', "':'", '"=', ""])
+_VALUES = st.sampled_from(
+    [
+        "abc", "0123456789", "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJ", "é", "/v1/chat",
+        "sk-", "sk-ant-", "gsk_", "xai-", "AIza", "hf_", "pplx-", "r8_", "ghp_",
+        "github_pat_", "sk_live_", "rk_test_", "xoxb-", "xoxp-",
+        '"', "'", ",", "&", ";", "}", "]", "\n", "\\", "-", "_",
+    ]
+)  # fmt: skip
+_FILLERS = st.sampled_from(["", " ", ", ", "&", ";", "\n", "}", "x"]) | st.text(max_size=3)
+_PIECES = st.tuples(_NAMES, _SEPARATORS, _VALUES, _VALUES, _FILLERS).map("".join)
+
+
+def _redact_in_full(text: str) -> str:
+    """The substitutions without the screen, as the redactor ran before it."""
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+@given(st.lists(_PIECES, min_size=1, max_size=5).map("".join))
+@settings(max_examples=600)
+def test_the_screen_only_skips_texts_the_patterns_leave_alone(text: str) -> None:
+    """The one search that lets most log fields through untouched never
+    lets through a text that a pattern would change."""
+    assert Redactor()(text) == _redact_in_full(text)
