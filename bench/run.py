@@ -233,7 +233,8 @@ def start_servers(children: Children, args: argparse.Namespace) -> Servers:
     )
     wait_http(f"http://127.0.0.1:{up_port}/health", upstream, children, "upstream", READY_TIMEOUT)
     direct_url = f"http://127.0.0.1:{up_port}/v1"
-    serve = ["serve", "--upstream", direct_url, "--port", str(proxy_port), "--log-level", "warning"]
+    serve = ["serve", "--upstream", direct_url, "--port", str(proxy_port)]
+    serve += ["--log-level", args.log_level]
     if args.workers > 1:
         serve += ["--workers", str(args.workers)]
     if args.store:
@@ -555,6 +556,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--load-cores", default="1", help="taskset -c list for upstream and load generator"
+    )
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        help="the proxy's log level (info: an access line per request, as served by default)",
     )
     parser.add_argument("--rss-run", type=float, metavar="SECONDS", help="the RSS run instead")
     parser.add_argument("--rss-interval", type=float, default=5.0, help="seconds between samples")

@@ -474,11 +474,36 @@ def _extras(record: logging.LogRecord) -> dict[str, Any]:
     return {k: v for k, v in record.__dict__.items() if k not in _STANDARD}
 
 
+class _Stamp:
+    """A record's time as text, the part down to the second made once per
+    second (strftime and gmtime are most of the cost)."""
+
+    __slots__ = ("_clock", "_format", "_second", "_text")
+
+    def __init__(self, fmt: str, *, local: bool) -> None:
+        self._format = fmt
+        self._clock = time.localtime if local else time.gmtime
+        self._second = -1
+        self._text = ""
+
+    def __call__(self, created: float) -> str:
+        second = int(created)
+        if second != self._second:
+            self._second, self._text = second, time.strftime(self._format, self._clock(second))
+        return self._text
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 class JsonFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self._stamp = _Stamp("%Y-%m-%dT%H:%M:%S", local=False)
+
     def format(self, record: logging.LogRecord) -> str:
         data: dict[str, Any] = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": f"{self._stamp(record.created)}.{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "pid": record.process,  # which worker, with --workers
@@ -487,12 +512,16 @@ class JsonFormatter(logging.Formatter):
         }
         if record.exc_text:
             data["exc"] = record.exc_text
-        return json.dumps(data, ensure_ascii=False, default=str)
+        return _JSON.encode(data)
 
 
 class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__()
+        self._stamp = _Stamp("%Y-%m-%d %H:%M:%S", local=True)
+
     def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
+        stamp = self._stamp(record.created)
         fields = " ".join(f"{k}={v}" for k, v in _extras(record).items())
         line = (
             f"{stamp} {record.levelname:<7} [{record.process}] {record.name}: {record.getMessage()}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -300,3 +301,19 @@ def test_the_screen_only_skips_texts_the_patterns_leave_alone(text: str) -> None
     """The one search that lets most log fields through untouched never
     lets through a text that a pattern would change."""
     assert Redactor()(text) == _redact_in_full(text)
+
+
+def test_line_times_follow_each_record_across_seconds() -> None:
+    """The second is formatted once per second and reused: each record still
+    carries its own time, in UTC for JSON and local time for text."""
+    json_format, text_format = JsonFormatter(), TextFormatter()
+    times = [1_700_000_000.25, 1_700_000_000.999, 1_700_000_001.5, 1_699_999_999.0]
+    for created in times:
+        record = logging.makeLogRecord(
+            {"msg": "m", "created": created, "msecs": created % 1 * 1000}
+        )
+        stamp = json.loads(json_format.format(record))["ts"]
+        whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
+        assert stamp == f"{whole}.{int(created % 1 * 1000):03d}Z"
+        local = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created))
+        assert text_format.format(record).startswith(f"{local} ")
