@@ -92,7 +92,7 @@ def measure(args: argparse.Namespace, name: str, children: Children, work: Path)
     if args.bare:  # the floor: a forwarder with none of the proxy's features
         server = ["-m", "bench.bare", *serve[1:]]
     else:
-        server = ["-m", "proxy", *serve, "--log-level", "warning"]
+        server = ["-m", "proxy", *serve, "--log-level", args.log_level]
     proxy = children.start("proxy", ALL_CORES, [*valgrind, py, *server])
     url = f"http://127.0.0.1:{proxy_port}"
     wait_http(f"{url}/readyz", proxy, children, "proxy", READY_TIMEOUT)
@@ -125,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--only", default="nonstream,stream,tags")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        help="the proxy's log level (info: an access line per request, as served by default)",
+    )
     parser.add_argument(
         "--bare", action="store_true", help="count bench/bare.py (the floor) instead of the proxy"
     )
