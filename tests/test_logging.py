@@ -300,7 +300,20 @@ def _redact_in_full(text: str) -> str:
 def test_the_screen_only_skips_texts_the_patterns_leave_alone(text: str) -> None:
     """The one search that lets most log fields through untouched never
     lets through a text that a pattern would change."""
-    assert Redactor()(text) == _redact_in_full(text)
+    redact = Redactor()
+    expected = _redact_in_full(text)
+    assert redact(text) == expected
+    assert redact(text) == expected  # again: from the memo of clean texts, or redacted again
+
+
+def test_only_texts_that_need_nothing_are_remembered() -> None:
+    redact = Redactor([SECRET])
+    clean, dirty = "route main model m", f"key {SECRET} and Bearer abc.def"
+    for _ in range(2):
+        assert redact(clean) == clean
+        assert redact(dirty) == f"key {REDACTED} and Bearer {REDACTED}"
+    assert clean in redact._clean
+    assert dirty not in redact._clean  # no credential is held longer than its line
 
 
 def test_line_times_follow_each_record_across_seconds() -> None:
@@ -317,3 +330,15 @@ def test_line_times_follow_each_record_across_seconds() -> None:
         assert stamp == f"{whole}.{int(created % 1 * 1000):03d}Z"
         local = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created))
         assert text_format.format(record).startswith(f"{local} ")
+
+
+def test_json_lines_are_compact_objects_and_take_what_orjson_refuses() -> None:
+    fields = {"msg": "m", "levelname": "INFO", "name": "proxy.request"}
+    record = logging.makeLogRecord({**fields, "count": 2**70, "text": "a\ud800b"})
+    line = JsonFormatter().format(record)  # the stdlib's encoder, for both
+    data = json.loads(line)
+    assert (data["count"], data["text"], data["msg"]) == (2**70, "a\ud800b", "m")
+    record = logging.makeLogRecord({**fields, "status": 200, "model": "é", "ok": None})
+    line = JsonFormatter().format(record)
+    assert '"status":200,"model":"é","ok":null}' in line  # one line, UTF-8 as is
+    assert "\n" not in line
