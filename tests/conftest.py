@@ -3,6 +3,7 @@ tests with many more examples (slow; for local hunting, not CI)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from collections.abc import Iterator
@@ -62,3 +63,21 @@ def _close_sdk_clients() -> Iterator[None]:
     yield
     while OPEN_CLIENTS:
         OPEN_CLIENTS.pop().close()
+
+
+@pytest.fixture
+def root_logging() -> Iterator[None]:
+    """Restores what configure_logging changes: the root logger's handlers
+    and level, and the record fields that logging collects."""
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    flags = (logging.logThreads, logging.logMultiprocessing, logging._srcfile)
+    try:
+        yield
+    finally:
+        for handler in list(root.handlers):
+            root.removeHandler(handler)
+        for handler in saved[0]:
+            root.addHandler(handler)
+        root.setLevel(saved[1])
+        logging.logThreads, logging.logMultiprocessing, logging._srcfile = flags

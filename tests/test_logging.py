@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -173,21 +174,6 @@ def test_text_format(captured: tuple[logging.Logger, io.StringIO, logging.Handle
     assert SECRET not in line
 
 
-@pytest.fixture
-def root_logging() -> Iterator[None]:
-    """Restores the root logger that configure_logging replaces."""
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level)
-    try:
-        yield
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in saved[0]:
-            root.addHandler(handler)
-        root.setLevel(saved[1])
-
-
 @pytest.mark.usefixtures("root_logging")
 def test_configure_logging_routes_uvicorn_through_the_redactor(
     capsys: pytest.CaptureFixture[str],
@@ -195,7 +181,12 @@ def test_configure_logging_routes_uvicorn_through_the_redactor(
     configure_logging("debug", "json", [SECRET])
     logging.getLogger("uvicorn.error").warning("client sent %s", SECRET)
     err = capsys.readouterr().err
-    assert json.loads(err.strip().splitlines()[-1])["msg"] == f"client sent {REDACTED}"
+    line = json.loads(err.strip().splitlines()[-1])
+    assert line["msg"] == f"client sent {REDACTED}"
+    # the fields a line shows are still collected, the others no longer
+    assert (line["pid"], line["logger"], line["level"]) == (os.getpid(), "uvicorn.error", "warning")
+    record = logging.getLogger("x").makeRecord("x", logging.INFO, "f", 1, "m", (), None)
+    assert (record.process, record.threadName, record.processName) == (os.getpid(), None, None)
 
 
 # one value per place a body can hide a credential; none is a configured

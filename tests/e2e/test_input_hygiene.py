@@ -5,8 +5,6 @@ conversation id header sent twice."""
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -21,21 +19,6 @@ BOM = b"\xef\xbb\xbf"
 
 def body(stream: bool = True) -> dict[str, object]:
     return {"model": "m", "stream": stream, "messages": [{"role": "user", "content": "hi"}]}
-
-
-@pytest.fixture
-def root_logging() -> Iterator[None]:
-    """Restores the root logger that configure_logging replaces."""
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level)
-    try:
-        yield
-    finally:
-        for handler in list(root.handlers):
-            root.removeHandler(handler)
-        for handler in saved[0]:
-            root.addHandler(handler)
-        root.setLevel(saved[1])
 
 
 # -- logged bodies ------------------------------------------------------------------
