@@ -469,11 +469,16 @@ class RedactingFilter(logging.Filter):
             record.exc_info = None
         if record.stack_info:
             record.stack_info = self.redact(record.stack_info)
-        # Redactor.field on each extra field, with its common cases inline
-        # (a request's line has about 18 fields, most of them short strings
-        # and numbers)
-        fields, redact = record.__dict__, self.redact
-        for key in fields.keys() - _STANDARD:  # (attribute names: str)
+        fields = record.__dict__
+        self.fields(fields, fields.keys() - _STANDARD)
+        return True
+
+    def fields(self, fields: dict[str, Any], names: Iterable[str]) -> None:
+        """`Redactor.field` on each of `names` in `fields`, in place, with its
+        common cases inline (a request's line has about 18 fields, most of
+        them short strings and numbers)."""
+        redact = self.redact
+        for key in names:  # (attribute names: str)
             value = fields[key]
             kind = type(value)
             if kind is str:
@@ -483,7 +488,6 @@ class RedactingFilter(logging.Filter):
                     fields[key] = _hidden(value)
             else:
                 fields[key] = redact.field(key, value)
-        return True
 
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
@@ -519,46 +523,167 @@ def _json_line(data: dict[str, Any]) -> str:
         return json.dumps(data, ensure_ascii=False, default=str)
 
 
-class JsonFormatter(logging.Formatter):
+class LineFormatter(logging.Formatter):
+    """A formatter whose line is made from a record's parts (`line`), so
+    `LogHandler.write` makes the same line without a record."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.line(
+            record.created,
+            int(record.msecs),
+            record.levelname,
+            record.name,
+            record.process,
+            record.getMessage(),
+            _extras(record),
+            record.exc_text,
+        )
+
+    def line(
+        self,
+        created: float,
+        msecs: int,
+        level: str,
+        logger: str,
+        pid: int | None,
+        msg: str,
+        fields: dict[str, Any],
+        exc: str | None = None,
+    ) -> str:
+        raise NotImplementedError
+
+
+class JsonFormatter(LineFormatter):
     def __init__(self) -> None:
         super().__init__()
         self._stamp = _Stamp("%Y-%m-%dT%H:%M:%S", local=False)
 
-    def format(self, record: logging.LogRecord) -> str:
+    def line(
+        self,
+        created: float,
+        msecs: int,
+        level: str,
+        logger: str,
+        pid: int | None,
+        msg: str,
+        fields: dict[str, Any],
+        exc: str | None = None,
+    ) -> str:
         data: dict[str, Any] = {
-            "ts": f"{self._stamp(record.created)}.{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "pid": record.process,  # which worker, with --workers
-            "msg": record.getMessage(),
-            **_extras(record),
+            "ts": f"{self._stamp(created)}.{msecs:03d}Z",
+            "level": level.lower(),
+            "logger": logger,
+            "pid": pid,  # which worker, with --workers
+            "msg": msg,
+            **fields,
         }
-        if record.exc_text:
-            data["exc"] = record.exc_text
+        if exc:
+            data["exc"] = exc
         return _json_line(data)
 
 
-class TextFormatter(logging.Formatter):
+class TextFormatter(LineFormatter):
     def __init__(self) -> None:
         super().__init__()
         self._stamp = _Stamp("%Y-%m-%d %H:%M:%S", local=True)
 
-    def format(self, record: logging.LogRecord) -> str:
-        stamp = self._stamp(record.created)
-        fields = " ".join(f"{k}={v}" for k, v in _extras(record).items())
-        line = (
-            f"{stamp} {record.levelname:<7} [{record.process}] {record.name}: {record.getMessage()}"
-        )
-        line = f"{line} {fields}" if fields else line
-        if record.exc_text:
-            line += "\n" + record.exc_text
+    def line(
+        self,
+        created: float,
+        msecs: int,
+        level: str,
+        logger: str,
+        pid: int | None,
+        msg: str,
+        fields: dict[str, Any],
+        exc: str | None = None,
+    ) -> str:
+        line = f"{self._stamp(created)} {level:<7} [{pid}] {logger}: {msg}"
+        if fields:
+            line += " " + " ".join(f"{k}={v}" for k, v in fields.items())
+        if exc:
+            line += "\n" + exc
         return line
 
 
+class LogHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler `configure_logging` installs: a stream, the redacting
+    filter and a line formatter. `write` makes a record's line without the
+    record (see `log_fields`)."""
+
+    def __init__(self, stream: Any, redacting: RedactingFilter, formatter: LineFormatter) -> None:
+        super().__init__(stream)
+        self.redacting = redacting
+        self.lines = formatter
+        self.addFilter(redacting)
+        self.setFormatter(formatter)
+
+    def write(self, level: int, logger: str, msg: str, fields: dict[str, Any]) -> None:
+        """What `emit` writes for a record of these parts (`fields` as its
+        extra), redacted and formatted the same way."""
+        created = time.time()
+        try:
+            self.redacting.fields(fields, fields.keys())
+            line = self.lines.line(
+                created,
+                int((created - int(created)) * 1000),
+                logging.getLevelName(level),
+                logger,
+                os.getpid() if logging.logProcesses else None,
+                self.redacting.redact(msg),
+                fields,
+            )
+            self.acquire()
+            try:
+                self.stream.write(line + self.terminator)
+                self.stream.flush()
+            finally:
+                self.release()
+        except RecursionError:
+            raise
+        except Exception:
+            self.handleError(logging.makeLogRecord({"name": logger, "msg": msg, "levelno": level}))
+
+
+def _only_handler(logger: logging.Logger, level: int) -> LogHandler | None:
+    """The `LogHandler` a record of `level` from `logger` would reach and
+    nothing else would: no other handler, no filter on the way."""
+    found: LogHandler | None = None
+    node: logging.Logger | None = logger
+    while node is not None:
+        if node.filters or node.disabled:
+            return None
+        for handler in node.handlers:
+            if found is not None or type(handler) is not LogHandler:
+                return None
+            found = handler
+        if not node.propagate:
+            break
+        node = node.parent
+    if found is None or level < found.level or found.filters != [found.redacting]:
+        return None
+    return found
+
+
+def log_fields(logger: logging.Logger, level: int, msg: str, fields: dict[str, Any]) -> None:
+    """`logger.log(level, msg, extra=fields)`, the same line, at a third of
+    the cost when the handler `configure_logging` installed is the only one
+    in the way: written directly, without a `LogRecord`, the logger's and
+    the handler's dispatch (about 12 of a line's 20 us, measured in a loop).
+    Anything else in the way (another handler, a filter: a test's log
+    capture) gets the record. `fields` is redacted in place."""
+    if not logger.isEnabledFor(level):
+        return
+    handler = _only_handler(logger, level)
+    if handler is None:
+        logger.log(level, "%s", msg, extra=fields)
+    else:
+        handler.write(level, logger.name, msg, fields)
+
+
 def configure_logging(level: str, fmt: str, secrets: Sequence[str] = ()) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.addFilter(RedactingFilter(Redactor(secrets)))
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    formatter = JsonFormatter() if fmt == "json" else TextFormatter()
+    handler = LogHandler(sys.stderr, RedactingFilter(Redactor(secrets)), formatter)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -23,6 +23,7 @@ from proxy.observability import (
     Redactor,
     TextFormatter,
     configure_logging,
+    log_fields,
     sensitive_name,
     truncate,
 )
@@ -248,6 +249,76 @@ def test_a_logged_body_loses_credentials_at_any_depth(
             ["model", "m"],
         ]
         assert json.loads(err.splitlines()[1])["token"] == REDACTED
+
+
+def _access_fields() -> dict[str, Any]:
+    return {
+        "method": "POST",
+        "status": 200,
+        "duration_ms": 1.25,
+        "route": "main",
+        "api_key": NESTED_SECRETS["top"],
+        "note": f"sent Bearer {SECRET}",
+        "headers": [["X-Api-Key", NESTED_SECRETS["pair"]]],
+        "body": truncate(nested_body()),
+        "done": True,
+        "gone": None,
+    }
+
+
+def _without_time(line: str, fmt: str) -> str:
+    if fmt == "json":
+        data = json.loads(line)
+        assert data.pop("ts")
+        return json.dumps(data)
+    return line.split(" ", 2)[2]  # after the date and the time
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+@pytest.mark.usefixtures("root_logging")
+def test_a_line_written_directly_is_the_records_line(
+    capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    configure_logging("info", fmt, [SECRET])
+    logger = logging.getLogger("proxy.request")
+    log_fields(logger, logging.INFO, "POST /v1/chat 200", _access_fields())
+    # a filter on the logger puts a record in the way: the stdlib's path
+    logger.addFilter(lambda record: True)
+    try:
+        log_fields(logger, logging.INFO, "POST /v1/chat 200", _access_fields())
+    finally:
+        logger.filters.clear()
+    direct, recorded = capsys.readouterr().err.splitlines()
+    assert _without_time(direct, fmt) == _without_time(recorded, fmt)
+    for value in (SECRET, *NESTED_SECRETS.values()):
+        assert value not in direct
+    if fmt == "json":
+        data = json.loads(direct)
+        assert (data["logger"], data["level"], data["pid"]) == ("proxy.request", "info", os.getpid())
+        assert (data["api_key"], data["status"], data["done"], data["gone"]) == (
+            REDACTED,
+            200,
+            True,
+            None,
+        )
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_a_direct_line_yields_to_any_other_handler_and_to_the_level(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("warning", "json", [SECRET])
+    logger = logging.getLogger("proxy.request")
+    log_fields(logger, logging.INFO, "below the level", {"n": 1})
+    assert capsys.readouterr().err == ""
+    logging.getLogger().setLevel(logging.INFO)
+    other = io.StringIO()
+    extra = logging.StreamHandler(other)
+    logging.getLogger().addHandler(extra)  # as a test's log capture adds one
+    log_fields(logger, logging.INFO, "to both", {"token": SECRET})
+    err = capsys.readouterr().err
+    assert json.loads(err)["token"] == REDACTED
+    assert "to both" in other.getvalue()
 
 
 def test_truncate_cuts_long_strings_everywhere() -> None:

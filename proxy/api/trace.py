@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from proxy.api.asgi import Message, Scope, Send
-from proxy.observability import Metrics
+from proxy.observability import Metrics, log_fields
 
 log = logging.getLogger("proxy.request")
 
@@ -131,4 +131,4 @@ class Trace:
         if self.upstream_error is not None:
             line["upstream_error"] = self.upstream_error
         line.update(self.fields)
-        log.info("%s %s %s", self.method, self.path, status, extra=line)
+        log_fields(log, logging.INFO, f"{self.method} {self.path} {status}", line)
