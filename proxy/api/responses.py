@@ -1,4 +1,5 @@
-"""POST /v1/responses, and GET and DELETE /v1/responses/{id}: the Responses API's front door.
+"""POST /v1/responses, GET and DELETE /v1/responses/{id}, and GET
+/v1/responses/{id}/input_items: the Responses API's front door.
 
 A request to a route whose upstream speaks chat completions (`api: chat`,
 the default) is translated (`proxy.doors.responses`): its input items, with
@@ -17,7 +18,9 @@ tenant, before the client gets its last byte (so a client that continues
 at once finds it): the Response with every reasoning item's envelope, the
 request's own input items, and the id it continued. `GET` returns it (its
 envelopes only with `include[]=reasoning.encrypted_content`), `DELETE`
-removes it; unknown and other tenants' ids are the same 404. The turn
+removes it; `GET .../input_items` lists what it was made from (its chain's
+items, then its own input; `proxy.doors.responses.items`); unknown and
+other tenants' ids are the same 404. The turn
 itself is stored like any chat turn, whatever `store` says.
 
 Routes with `api: responses` get the request as it came, with the
@@ -44,6 +47,7 @@ from proxy.api.native import forward_native
 from proxy.api.relay import Progress
 from proxy.api.trace import Trace
 from proxy.doors.responses.encoder import ResponsesEncoder
+from proxy.doors.responses.items import chain_items, page, page_params
 from proxy.doors.responses.native import NativeResponses, native_request
 from proxy.doors.responses.objects import Echo
 from proxy.doors.responses.request import (
@@ -227,22 +231,15 @@ class ResponsesEndpoint(Door):
     async def _history(self, tenant: str, previous: str | None) -> list[Any]:
         """The input and output items of the stored responses a
         `previous_response_id` chain names, oldest first."""
-        chain: list[dict[str, Any]] = []
-        seen: set[str] = set()
         limit = self.rt.config.store.max_turns_per_conversation
-        while previous is not None and previous not in seen and len(chain) < limit:
-            seen.add(previous)
-            record = await load_response(self.rt, tenant, previous)
-            if record is None:
-                raise BadRequest(
-                    "previous_response_id names no stored response (unknown, expired, "
-                    "deleted, or created with store: false).",
-                    param="previous_response_id",
-                    code="previous_response_not_found",
-                )
-            chain.append(record)
-            nxt = record.get("previous_response_id")
-            previous = nxt if isinstance(nxt, str) else None
+        chain, broken = await load_chain(self.rt, tenant, previous, limit)
+        if broken:
+            raise BadRequest(
+                "previous_response_id names no stored response (unknown, expired, "
+                "deleted, or created with store: false).",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
         items: list[Any] = []
         for record in reversed(chain):
             items += record.get("input") or []
@@ -296,6 +293,30 @@ async def load_response(rt: Runtime, tenant: str, response_id: str) -> dict[str,
     return record if isinstance(record, dict) else None
 
 
+async def load_chain(
+    rt: Runtime, tenant: str, previous: str | None, limit: int
+) -> tuple[list[dict[str, Any]], bool]:
+    """The stored records a `previous_response_id` chain names from
+    `previous` on, newest first (at most `limit`, a loop ends it), and
+    whether it stopped at one that is not stored."""
+    chain: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    while previous is not None and previous not in seen and len(chain) < limit:
+        seen.add(previous)
+        record = await load_response(rt, tenant, previous)
+        if record is None:
+            return chain, True
+        chain.append(record)
+        nxt = record.get("previous_response_id")
+        previous = nxt if isinstance(nxt, str) else None
+    return chain, False
+
+
+def _includes(request: Request) -> list[str]:
+    params = request.query_params
+    return params.getlist("include[]") + params.getlist("include")
+
+
 def responses_router(rt: Runtime) -> APIRouter:
     router = APIRouter()
 
@@ -307,16 +328,39 @@ def responses_router(rt: Runtime) -> APIRouter:
         response = record.get("response") if record is not None else None
         if not isinstance(response, dict):
             raise NotFound(MISSING, param="response_id", code="response_not_found")
-        include = request.query_params.getlist("include[]") + request.query_params.getlist(
-            "include"
-        )
-        if ENCRYPTED_INCLUDE not in include:
+        if ENCRYPTED_INCLUDE not in _includes(request):
             response["output"] = [
                 {k: v for k, v in item.items() if k != "encrypted_content"}
                 for item in response.get("output") or []
                 if isinstance(item, dict)
             ]
         return Response(orjson.dumps(response), media_type="application/json")
+
+    @router.get(RESPONSES_PATH + "/{response_id}/input_items")
+    async def list_input_items(request: Request, response_id: str) -> Response:
+        tenant = caller_tenant(rt, request, allow_admin=False)
+        assert tenant is not None
+        order, limit, after, before = page_params(request.query_params)
+        record = await load_response(rt, tenant, response_id)
+        if record is None or not isinstance(record.get("response"), dict):
+            raise NotFound(MISSING, param="response_id", code="response_not_found")
+        # a link of the chain deleted or expired since: the list ends there
+        previous = record.get("previous_response_id")
+        earlier, _ = await load_chain(
+            rt,
+            tenant,
+            previous if isinstance(previous, str) else None,
+            rt.config.store.max_turns_per_conversation,
+        )
+        listed = page(
+            chain_items([record, *earlier]),
+            order=order,
+            limit=limit,
+            after=after,
+            before=before,
+            encrypted=ENCRYPTED_INCLUDE in _includes(request),
+        )
+        return Response(orjson.dumps(listed), media_type="application/json")
 
     @router.delete(RESPONSES_PATH + "/{response_id}")
     async def delete_response(request: Request, response_id: str) -> Response:

@@ -413,6 +413,52 @@ def test_get_and_delete_a_stored_response(proxy: ProxyServer, upstream: FakeUpst
         sdk.responses.delete(created.id)
 
 
+def test_input_items_list_what_a_response_was_made_from(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    upstream.script(tool_call_completion(), completion("18 C."))
+    sdk = client(proxy)
+    first = sdk.responses.create(model="m", input="Weather in Paris?", tools=[WEATHER_TOOL])
+    call = first.output[1]
+    assert call.type == "function_call"
+    second = sdk.responses.create(
+        model="m",
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "18 C"}],
+        tools=[WEATHER_TOOL],
+    )
+    # newest first (the API's default): its own input, then the first
+    # response's output, then the first input
+    listed = sdk.responses.input_items.list(second.id)
+    kinds = [item.type for item in listed.data]
+    assert kinds == ["function_call_output", "function_call", "reasoning", "message"]
+    assert [item.id for item in listed.data[1:3]] == [first.output[1].id, first.output[0].id]
+    question = listed.data[-1]
+    assert question.type == "message"
+    assert question.content[0].text == "Weather in Paris?"  # type: ignore[union-attr]
+    assert listed.data[2].encrypted_content is None  # type: ignore[union-attr]
+    shown = sdk.responses.input_items.list(second.id, include=ENCRYPTED, order="asc")
+    assert [item.id for item in shown.data] == [item.id for item in reversed(listed.data)]
+    assert (shown.data[1].encrypted_content or "").startswith("rp1.")  # type: ignore[union-attr]
+    # the SDK's pages, one item each, follow `after` through the whole list
+    paged = [item.id for item in sdk.responses.input_items.list(second.id, limit=1)]
+    assert paged == [item.id for item in listed.data]
+    for query, param in (({"limit": 0}, "limit"), ({"order": "up"}, "order")):
+        with pytest.raises(openai.BadRequestError) as bad:
+            sdk.responses.input_items.list(second.id, **query)  # type: ignore[arg-type]
+        assert bad.value.body["param"] == param  # type: ignore[index]
+    # another tenant's and an unknown id: the same 404
+    for key, response_id in (("sk-test-bob", second.id), (KEY, "resp_unknown")):
+        with pytest.raises(openai.NotFoundError) as info:
+            client(proxy, key=key).responses.input_items.list(response_id)
+        assert info.value.body["code"] == "response_not_found"  # type: ignore[index]
+    # a deleted link ends the list there
+    sdk.responses.delete(first.id)
+    assert [i.type for i in sdk.responses.input_items.list(second.id).data] == [
+        "function_call_output"
+    ]
+
+
 def test_store_false_keeps_no_response_but_keeps_the_turn(
     proxy: ProxyServer, upstream: FakeUpstream
 ) -> None:

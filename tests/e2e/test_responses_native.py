@@ -76,8 +76,12 @@ def test_stored_responses_belong_to_the_native_upstream(upstream: FakeUpstream) 
     with running_proxy(route_config(upstream, api="responses")) as proxy:
         upstream.script(Json({**BASE, "status": "completed", "output": []}))
         r = httpx.get(f"{proxy.url}/responses/resp_up", headers=KEY)
+        upstream.script(Json({"object": "list", "data": [], "has_more": False}))
+        listed = httpx.get(f"{proxy.url}/responses/resp_up/input_items?limit=5", headers=KEY)
     assert r.status_code == 200
     assert upstream.requests[0].path == "/v1/responses/resp_up"
+    assert listed.json()["object"] == "list"
+    assert upstream.requests[1].path == "/v1/responses/resp_up/input_items"
 
 
 def test_an_upstream_error_keeps_its_status_and_body(
