@@ -25,7 +25,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 from prometheus_client import (
@@ -523,33 +523,38 @@ def _json_line(data: dict[str, Any]) -> str:
         return json.dumps(data, ensure_ascii=False, default=str)
 
 
+class Line(NamedTuple):
+    """What a log line shows: a record's parts, or the same parts without one."""
+
+    created: float
+    msecs: int
+    level: str
+    logger: str
+    pid: int | None
+    msg: str
+    fields: dict[str, Any]
+    exc: str | None = None
+
+
 class LineFormatter(logging.Formatter):
     """A formatter whose line is made from a record's parts (`line`), so
     `LogHandler.write` makes the same line without a record."""
 
     def format(self, record: logging.LogRecord) -> str:
         return self.line(
-            record.created,
-            int(record.msecs),
-            record.levelname,
-            record.name,
-            record.process,
-            record.getMessage(),
-            _extras(record),
-            record.exc_text,
+            Line(
+                record.created,
+                int(record.msecs),
+                record.levelname,
+                record.name,
+                record.process,
+                record.getMessage(),
+                _extras(record),
+                record.exc_text,
+            )
         )
 
-    def line(
-        self,
-        created: float,
-        msecs: int,
-        level: str,
-        logger: str,
-        pid: int | None,
-        msg: str,
-        fields: dict[str, Any],
-        exc: str | None = None,
-    ) -> str:
+    def line(self, parts: Line) -> str:
         raise NotImplementedError
 
 
@@ -558,27 +563,17 @@ class JsonFormatter(LineFormatter):
         super().__init__()
         self._stamp = _Stamp("%Y-%m-%dT%H:%M:%S", local=False)
 
-    def line(
-        self,
-        created: float,
-        msecs: int,
-        level: str,
-        logger: str,
-        pid: int | None,
-        msg: str,
-        fields: dict[str, Any],
-        exc: str | None = None,
-    ) -> str:
+    def line(self, parts: Line) -> str:
         data: dict[str, Any] = {
-            "ts": f"{self._stamp(created)}.{msecs:03d}Z",
-            "level": level.lower(),
-            "logger": logger,
-            "pid": pid,  # which worker, with --workers
-            "msg": msg,
-            **fields,
+            "ts": f"{self._stamp(parts.created)}.{parts.msecs:03d}Z",
+            "level": parts.level.lower(),
+            "logger": parts.logger,
+            "pid": parts.pid,  # which worker, with --workers
+            "msg": parts.msg,
+            **parts.fields,
         }
-        if exc:
-            data["exc"] = exc
+        if parts.exc:
+            data["exc"] = parts.exc
         return _json_line(data)
 
 
@@ -587,22 +582,13 @@ class TextFormatter(LineFormatter):
         super().__init__()
         self._stamp = _Stamp("%Y-%m-%d %H:%M:%S", local=True)
 
-    def line(
-        self,
-        created: float,
-        msecs: int,
-        level: str,
-        logger: str,
-        pid: int | None,
-        msg: str,
-        fields: dict[str, Any],
-        exc: str | None = None,
-    ) -> str:
-        line = f"{self._stamp(created)} {level:<7} [{pid}] {logger}: {msg}"
-        if fields:
-            line += " " + " ".join(f"{k}={v}" for k, v in fields.items())
-        if exc:
-            line += "\n" + exc
+    def line(self, parts: Line) -> str:
+        stamp = self._stamp(parts.created)
+        line = f"{stamp} {parts.level:<7} [{parts.pid}] {parts.logger}: {parts.msg}"
+        if parts.fields:
+            line += " " + " ".join(f"{k}={v}" for k, v in parts.fields.items())
+        if parts.exc:
+            line += "\n" + parts.exc
         return line
 
 
@@ -625,13 +611,15 @@ class LogHandler(logging.StreamHandler):  # type: ignore[type-arg]
         try:
             self.redacting.fields(fields, fields.keys())
             line = self.lines.line(
-                created,
-                int((created - int(created)) * 1000),
-                logging.getLevelName(level),
-                logger,
-                os.getpid() if logging.logProcesses else None,
-                self.redacting.redact(msg),
-                fields,
+                Line(
+                    created,
+                    int((created - int(created)) * 1000),
+                    logging.getLevelName(level),
+                    logger,
+                    os.getpid() if logging.logProcesses else None,
+                    self.redacting.redact(msg),
+                    fields,
+                )
             )
             self.acquire()
             try:

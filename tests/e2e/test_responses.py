@@ -359,11 +359,10 @@ def test_hidden_reasoning_still_round_trips_in_the_envelope(
 # -- stored responses ---------------------------------------------------------------------
 
 
-def test_previous_response_id_continues_from_the_stored_response(
-    proxy: ProxyServer, upstream: FakeUpstream
-) -> None:
+def call_then_continue(sdk: openai.OpenAI, upstream: FakeUpstream) -> tuple[Response, Response]:
+    """A weather call, and a second response continuing it by id with the
+    call's output."""
     upstream.script(tool_call_completion(), completion("18 C."))
-    sdk = client(proxy)
     first = sdk.responses.create(
         model="m", instructions="Use tools.", input="Weather in Paris?", tools=[WEATHER_TOOL]
     )
@@ -375,6 +374,14 @@ def test_previous_response_id_continues_from_the_stored_response(
         input=[{"type": "function_call_output", "call_id": call.call_id, "output": "18 C"}],
         tools=[WEATHER_TOOL],
     )
+    return first, second
+
+
+def test_previous_response_id_continues_from_the_stored_response(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    sdk = client(proxy)
+    first, second = call_then_continue(sdk, upstream)
     assert second.output_text == "18 C."
     assert second.previous_response_id == first.id
     sent = upstream.chat_requests()[1].json["messages"]
@@ -416,17 +423,8 @@ def test_get_and_delete_a_stored_response(proxy: ProxyServer, upstream: FakeUpst
 def test_input_items_list_what_a_response_was_made_from(
     proxy: ProxyServer, upstream: FakeUpstream
 ) -> None:
-    upstream.script(tool_call_completion(), completion("18 C."))
     sdk = client(proxy)
-    first = sdk.responses.create(model="m", input="Weather in Paris?", tools=[WEATHER_TOOL])
-    call = first.output[1]
-    assert call.type == "function_call"
-    second = sdk.responses.create(
-        model="m",
-        previous_response_id=first.id,
-        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "18 C"}],
-        tools=[WEATHER_TOOL],
-    )
+    first, second = call_then_continue(sdk, upstream)
     # newest first (the API's default): its own input, then the first
     # response's output, then the first input
     listed = sdk.responses.input_items.list(second.id)
