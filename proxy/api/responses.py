@@ -320,14 +320,27 @@ def _includes(request: Request) -> list[str]:
 def responses_router(rt: Runtime) -> APIRouter:
     router = APIRouter()
 
-    @router.get(RESPONSES_PATH + "/{response_id}")
-    async def get_response(request: Request, response_id: str) -> Response:
+    async def stored(request: Request, response_id: str) -> tuple[str, dict[str, Any]]:
+        """The caller's tenant and its stored record of `response_id`; a 404
+        for an unknown id and for another tenant's alike."""
         tenant = caller_tenant(rt, request, allow_admin=False)
         assert tenant is not None
         record = await load_response(rt, tenant, response_id)
-        response = record.get("response") if record is not None else None
-        if not isinstance(response, dict):
+        if record is None or not isinstance(record.get("response"), dict):
             raise NotFound(MISSING, param="response_id", code="response_not_found")
+        return tenant, record
+
+    @router.get(RESPONSES_PATH + "/{response_id}")
+    async def get_response(request: Request, response_id: str) -> Response:
+        _, record = await stored(request, response_id)
+        if request.query_params.get("stream", "").lower() in ("true", "1"):
+            raise BadRequest(
+                "stream is for responses created with background: true. This proxy "
+                "answers every request in the foreground (background is dropped), so a "
+                "stored response is read whole.",
+                param="stream",
+            )
+        response = record["response"]
         if ENCRYPTED_INCLUDE not in _includes(request):
             response["output"] = [
                 {k: v for k, v in item.items() if k != "encrypted_content"}
@@ -338,12 +351,8 @@ def responses_router(rt: Runtime) -> APIRouter:
 
     @router.get(RESPONSES_PATH + "/{response_id}/input_items")
     async def list_input_items(request: Request, response_id: str) -> Response:
-        tenant = caller_tenant(rt, request, allow_admin=False)
-        assert tenant is not None
         order, limit, after, before = page_params(request.query_params)
-        record = await load_response(rt, tenant, response_id)
-        if record is None or not isinstance(record.get("response"), dict):
-            raise NotFound(MISSING, param="response_id", code="response_not_found")
+        tenant, record = await stored(request, response_id)
         # a link of the chain deleted or expired since: the list ends there
         previous = record.get("previous_response_id")
         earlier, _ = await load_chain(
@@ -361,6 +370,16 @@ def responses_router(rt: Runtime) -> APIRouter:
             encrypted=ENCRYPTED_INCLUDE in _includes(request),
         )
         return Response(orjson.dumps(listed), media_type="application/json")
+
+    @router.post(RESPONSES_PATH + "/{response_id}/cancel")
+    async def cancel_response(request: Request, response_id: str) -> Response:
+        await stored(request, response_id)
+        raise BadRequest(
+            "Only a response created with background: true can be cancelled. This proxy "
+            "answers every request in the foreground (background is dropped), so this "
+            "response has already finished.",
+            param="response_id",
+        )
 
     @router.delete(RESPONSES_PATH + "/{response_id}")
     async def delete_response(request: Request, response_id: str) -> Response:

@@ -413,6 +413,17 @@ def test_get_and_delete_a_stored_response(proxy: ProxyServer, upstream: FakeUpst
         assert info.value.body["code"] == "response_not_found"  # type: ignore[index]
     with pytest.raises(openai.NotFoundError):
         client(proxy, key="sk-test-bob").responses.delete(created.id)
+    # every response is answered in the foreground: nothing to cancel or to
+    # stream again, and the error says so (another tenant's id stays a 404)
+    for attempt in (
+        lambda: sdk.responses.cancel(created.id),
+        lambda: sdk.responses.retrieve(created.id, stream=True),
+    ):
+        with pytest.raises(openai.BadRequestError) as bad:
+            attempt()
+        assert "background" in bad.value.body["message"]  # type: ignore[index]
+    with pytest.raises(openai.NotFoundError):
+        client(proxy, key="sk-test-bob").responses.cancel(created.id)
     sdk.responses.delete(created.id)
     with pytest.raises(openai.NotFoundError):
         sdk.responses.retrieve(created.id)
