@@ -12,7 +12,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 
@@ -51,6 +51,7 @@ from proxy.errors import (
     ServerShuttingDown,
 )
 from proxy.runtime import Runtime
+from proxy.upstream import Ends
 
 log = logging.getLogger("proxy")
 
@@ -111,7 +112,7 @@ class ProxyApp:
         # a mounted app (the demo's simulated upstreams) is served to anyone,
         # this process's own upstream connections included; the proxy is not
         own = self.own_addresses
-        if own and (client := scope.get("client")) is not None and tuple(client) in own:
+        if own and _from_own(own, scope):
             await self._loop_back(scope, send)
             return
         rt = self.runtime
@@ -187,6 +188,15 @@ class ProxyApp:
                 await send_error(trace.send, error)
         finally:
             trace.finish()
+
+
+def _from_own(own: Mapping[Ends, int], scope: Scope) -> bool:
+    """Did this request come on one of this process's own upstream
+    connections: from its near end, to its far end (this server)?"""
+    client, server = scope.get("client"), scope.get("server")
+    if client is None or server is None:
+        return False
+    return ((client[0], client[1]), (server[0], server[1])) in own
 
 
 def api_endpoint(path: str) -> str:

@@ -539,8 +539,8 @@ async def test_pool_close_closes_idle_and_busy_connections() -> None:
             await fetch(pool, up)
 
 
-async def test_the_pool_knows_the_local_address_of_each_open_connection() -> None:
-    """What the loop check compares a request's client address with."""
+async def test_the_pool_knows_both_ends_of_each_open_connection() -> None:
+    """What the loop check compares a request's two ends with."""
 
     async def handler(conn: Conn) -> None:
         while await conn.request() is not None:
@@ -552,7 +552,8 @@ async def test_the_pool_knows_the_local_address_of_each_open_connection() -> Non
         for resp in (first, second):
             assert await read_all(resp) == b"ok"
             resp.release()
-        assert sorted(pool.own_addresses) == sorted(("127.0.0.1", p) for p in up.peers)
+        there = ("127.0.0.1", up.port)
+        assert sorted(pool.own_addresses) == sorted((("127.0.0.1", p), there) for p in up.peers)
         assert set(pool.own_addresses.values()) == {1}
         await pool.close()
         await wait_until(lambda: pool.own_addresses == {}, "the closed connections are forgotten")

@@ -26,7 +26,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
-from proxy.http1.connection import Connection
+from proxy.http1.connection import Connection, Ends
 from proxy.http1.egress import ProxyURL, connect_request
 from proxy.http1.errors import ConnectFailed
 from proxy.http1.request import Origin
@@ -145,12 +145,12 @@ async def open_connection(
     within: float,
     resolver: Resolver = resolve,
     delay: float = HAPPY_EYEBALLS_DELAY,
-    own: dict[tuple[str, int], int] | None = None,
+    own: dict[Ends, int] | None = None,
 ) -> Connection:
     """A connection ready for requests to `origin`: TCP (and TLS when `tls`
     is given) to the origin, or TCP to `proxy`, with a tunnel through it to
     an https origin. OSError, ssl.SSLError, or ConnectFailed when the proxy
-    refuses the tunnel. `own`: the pool's local addresses (`Connection`)."""
+    refuses the tunnel. `own`: the ends of the pool's connections (`Connection`)."""
     loop = asyncio.get_running_loop()
     host, port = (origin.host, origin.port) if proxy is None else (proxy.host, proxy.port)
     sock = await open_socket(host, port, resolver=resolver, delay=delay)

@@ -23,6 +23,10 @@ from proxy.http1.reader import Body, End, Head, ResponseReader
 HIGH_WATER = 1 << 20  # unread body bytes at which reading pauses
 
 
+# the two ends of a connection: (host, port) here, (host, port) there
+Ends = tuple[tuple[str, int], tuple[str, int]]
+
+
 class Connection(asyncio.Protocol):
     """One upstream connection and the response being read on it."""
 
@@ -30,7 +34,7 @@ class Connection(asyncio.Protocol):
         "_body",
         "_buffered",
         "_decoder",
-        "_local",
+        "_ends",
         "_loop",
         "_own",
         "_paused",
@@ -57,14 +61,14 @@ class Connection(asyncio.Protocol):
         self,
         key: Hashable,
         loop: asyncio.AbstractEventLoop,
-        own: dict[tuple[str, int], int] | None = None,
+        own: dict[Ends, int] | None = None,
     ) -> None:
         self.key = key  # the pool's: where the connection goes, and through which proxy
         self._loop = loop
-        # the pool's local addresses of its open connections (with a count
-        # each), so a request that comes back to this process is known
+        # the two ends of the pool's open connections (with a count each),
+        # so a request that comes back to this process is known
         self._own = own
-        self._local: tuple[str, int] | None = None
+        self._ends: Ends | None = None
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.lost = False  # connection_lost came
@@ -94,10 +98,12 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         own = self._own
-        sockname = transport.get_extra_info("sockname")
-        if own is not None and isinstance(sockname, tuple):
-            local = self._local = (sockname[0], sockname[1])
-            own[local] = own.get(local, 0) + 1
+        if own is not None:
+            here = transport.get_extra_info("sockname")
+            there = transport.get_extra_info("peername")
+            if isinstance(here, tuple) and isinstance(there, tuple):
+                ends = self._ends = ((here[0], here[1]), (there[0], there[1]))
+                own[ends] = own.get(ends, 0) + 1
 
     def data_received(self, data: bytes) -> None:
         reader = self.reader
@@ -134,12 +140,12 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.lost = True
-        local, own = self._local, self._own
-        if local is not None and own is not None:
-            self._local = None
-            left = own.pop(local, 1) - 1
+        ends, own = self._ends, self._own
+        if ends is not None and own is not None:
+            self._ends = None
+            left = own.pop(ends, 1) - 1
             if left:
-                own[local] = left
+                own[ends] = left
         reader = self.reader
         if reader is not None and not self.complete and self.error is None:
             try:

@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 
 from proxy.http1.connect import HAPPY_EYEBALLS_DELAY, Resolver, open_connection, resolve
-from proxy.http1.connection import Connection
+from proxy.http1.connection import Connection, Ends
 from proxy.http1.egress import EnvProxies, ProxyURL, proxy_for
 from proxy.http1.errors import (
     ConnectFailed,
@@ -102,7 +102,7 @@ class Pool:
         happy_eyeballs_delay: float = HAPPY_EYEBALLS_DELAY,
         env_proxies: EnvProxies | None = None,
         tls: ssl.SSLContext | None = None,
-        own_addresses: dict[tuple[str, int], int] | None = None,
+        own_addresses: dict[Ends, int] | None = None,
     ) -> None:
         self._slots = Slots(limit, queue_timeout, on_change)
         self._max_per_origin = max_per_origin

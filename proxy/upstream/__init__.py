@@ -15,6 +15,7 @@ Never: redirects followed, proxies taken from the environment, a key or a
 path in a log line.
 """
 
+from proxy.http1.connection import Ends
 from proxy.upstream.client import Upstream, check_client, open_transport
 from proxy.upstream.errors import (
     Cause,
@@ -31,6 +32,7 @@ from proxy.upstream.transport import Origin, Request, Response, Transport
 __all__ = [
     "HOP_BY_HOP",
     "Cause",
+    "Ends",
     "MockResponse",
     "MockTransport",
     "Origin",

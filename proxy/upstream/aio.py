@@ -23,6 +23,7 @@ import aiohttp
 from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
 from yarl import URL
 
+from proxy.http1.connection import Ends
 from proxy.http1.egress import EnvProxies, proxy_for
 from proxy.http1.errors import PoolTimeout
 from proxy.http1.slots import Slots
@@ -120,7 +121,7 @@ class AiohttpTransport:
         env_proxies: EnvProxies | None = None,
     ) -> None:
         self._slots = Slots(limit, queue_timeout, on_change)
-        self._own: dict[tuple[str, int], int] = {}  # never filled: see own_addresses
+        self._own: dict[Ends, int] = {}  # never filled: see own_addresses
         self._env_proxies = env_proxies
         self._keepalive = keepalive
         self._session: aiohttp.ClientSession | None = None
@@ -141,7 +142,7 @@ class AiohttpTransport:
         )
 
     @property
-    def own_addresses(self) -> dict[tuple[str, int], int]:
+    def own_addresses(self) -> dict[Ends, int]:
         """Always empty: aiohttp does not say which local address a pooled
         connection has, so a route back to this proxy is not noticed."""
         return self._own

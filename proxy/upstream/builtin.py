@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from proxy import http1
+from proxy.http1.connection import Ends
 from proxy.upstream.transport import Origin, Request
 
 
@@ -33,7 +34,7 @@ class BuiltinTransport:
         self._env_proxies = env_proxies
         self._pool: http1.Pool | None = None
         self._origins: dict[Origin, http1.Origin] = {}
-        self._own: dict[tuple[str, int], int] = {}  # the pool's, from start() on
+        self._own: dict[Ends, int] = {}  # the pool's, from start() on
 
     async def start(self) -> None:
         self._pool = http1.Pool(
@@ -47,7 +48,7 @@ class BuiltinTransport:
         )
 
     @property
-    def own_addresses(self) -> dict[tuple[str, int], int]:
+    def own_addresses(self) -> dict[Ends, int]:
         return self._own
 
     @property

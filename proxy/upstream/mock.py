@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 
+from proxy.http1.connection import Ends
 from proxy.upstream.errors import TransportError
 from proxy.upstream.transport import Request
 
@@ -77,7 +78,7 @@ Handler = Callable[[Request], MockResponse | Awaitable[MockResponse]]
 class MockTransport:
     def __init__(self, handler: Handler) -> None:
         self.handler = handler
-        self.own_addresses: dict[tuple[str, int], int] = {}  # no sockets
+        self.own_addresses: dict[Ends, int] = {}  # no sockets
         self.requests: list[Request] = []
         self.in_flight = 0
         self.waiting = 0

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from proxy.http1.connection import Ends
 from proxy.http1.egress import ProxyURL
 
 
@@ -93,10 +94,13 @@ class Response(Protocol):
 
 class Transport(Protocol):
     @property
-    def own_addresses(self) -> Mapping[tuple[str, int], int]:
-        """The local (host, port) of each open connection, the same mapping
-        for the transport's life: a request arriving from one came from this
-        process (a loop). Empty when the transport cannot tell."""
+    def own_addresses(self) -> Mapping[Ends, int]:
+        """The two ends ((host, port) here, (host, port) there) of each open
+        connection, with a count, the same mapping for the transport's life:
+        a request that arrives from one's near end at its far end came from
+        this process (a loop). Both ends, since the kernel may give a
+        connection to another address the same local port as one of these.
+        Empty when the transport cannot tell."""
         ...
 
     @property

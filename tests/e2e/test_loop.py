@@ -7,13 +7,14 @@ answering 503 `upstream_busy` after the queue timeout."""
 from __future__ import annotations
 
 import logging
+import socket
 from typing import Any
 
 import anthropic
 import httpx
 import pytest
 
-from tests.harness import free_port, running_proxy
+from tests.harness import FakeUpstream, free_port, route_config, running_proxy
 
 KEY = {"Authorization": "Bearer sk-client"}
 LOOP_TEXT = "points back at the proxy"
@@ -49,9 +50,44 @@ def test_chat_and_pass_through_end_at_the_first_turn(
 
 def test_the_messages_door_says_it_in_its_own_shape(looped: Any) -> None:
     client = anthropic.Anthropic(base_url=looped.base, api_key="sk-client", max_retries=0)
-    with pytest.raises(anthropic.APIStatusError) as caught:
+    with client, pytest.raises(anthropic.APIStatusError) as caught:
         client.messages.create(
             model="m", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
         )
     assert caught.value.status_code == 508
     assert LOOP_TEXT in str(caught.value.body)
+
+
+def _health_from(port: int, proxy: Any) -> bytes:
+    """GET /healthz from local port `port`: the response's status line."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.settimeout(10)
+        sock.connect(("127.0.0.1", proxy.port))
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n")
+        with sock.makefile("rb") as answer:
+            return answer.readline()
+
+
+def test_a_client_that_shares_a_local_port_with_an_upstream_connection_is_served(
+    upstream: FakeUpstream,
+) -> None:
+    """The kernel may give a client's connection to the proxy the same local
+    port as one of the proxy's upstream connections (to another address): the
+    loop check compares both ends, so only a request arriving at the far end
+    of one of those connections is refused."""
+    with running_proxy(route_config(upstream)) as proxy:
+        own = proxy.runtime.upstream.own_addresses
+        port = free_port()
+        here = ("127.0.0.1", port)
+        own[(here, ("127.0.0.1", upstream.port))] = 1  # to the upstream, from that port
+        try:
+            assert _health_from(port, proxy).startswith(b"HTTP/1.1 200")
+        finally:
+            own.pop((here, ("127.0.0.1", upstream.port)))
+        own[(here, ("127.0.0.1", proxy.port))] = 1  # to the proxy itself: a loop
+        try:
+            assert _health_from(port, proxy).startswith(b"HTTP/1.1 508")
+        finally:
+            own.pop((here, ("127.0.0.1", proxy.port)))
