@@ -58,16 +58,13 @@ def test_the_messages_door_says_it_in_its_own_shape(looped: Any) -> None:
     assert LOOP_TEXT in str(caught.value.body)
 
 
-def _health_from(port: int, proxy: Any) -> bytes:
-    """GET /healthz from local port `port`: the response's status line."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", port))
-        sock.settimeout(10)
-        sock.connect(("127.0.0.1", proxy.port))
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n")
-        with sock.makefile("rb") as answer:
-            return answer.readline()
+def _health_from(sock: socket.socket, proxy: Any) -> bytes:
+    """GET /healthz on a bound socket: the response's status line."""
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", proxy.port))
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n")
+    with sock.makefile("rb") as answer:
+        return answer.readline()
 
 
 def test_a_client_that_shares_a_local_port_with_an_upstream_connection_is_served(
@@ -79,15 +76,12 @@ def test_a_client_that_shares_a_local_port_with_an_upstream_connection_is_served
     of one of those connections is refused."""
     with running_proxy(route_config(upstream)) as proxy:
         own = proxy.runtime.upstream.own_addresses
-        port = free_port()
-        here = ("127.0.0.1", port)
-        own[(here, ("127.0.0.1", upstream.port))] = 1  # to the upstream, from that port
-        try:
-            assert _health_from(port, proxy).startswith(b"HTTP/1.1 200")
-        finally:
-            own.pop((here, ("127.0.0.1", upstream.port)))
-        own[(here, ("127.0.0.1", proxy.port))] = 1  # to the proxy itself: a loop
-        try:
-            assert _health_from(port, proxy).startswith(b"HTTP/1.1 508")
-        finally:
-            own.pop((here, ("127.0.0.1", proxy.port)))
+        for far, status in ((upstream.port, b"200"), (proxy.port, b"508")):
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))  # the port the kernel gives
+                ends = (sock.getsockname(), ("127.0.0.1", far))
+                own[ends] = 1  # an upstream connection from that port, to `far`
+                try:
+                    assert _health_from(sock, proxy).startswith(b"HTTP/1.1 " + status)
+                finally:
+                    own.pop(ends)
