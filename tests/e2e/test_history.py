@@ -80,7 +80,7 @@ def expected_reasoning(history_turns: int) -> list[str]:
 
 
 def run_agent(proxy_url: str, include: bool, reuse: bool = False) -> None:
-    client = openai.OpenAI(
+    with openai.OpenAI(
         base_url=proxy_url,
         api_key="sk-agent",
         max_retries=0,
@@ -88,7 +88,11 @@ def run_agent(proxy_url: str, include: bool, reuse: bool = False) -> None:
             "X-Conversation-Id": f"agent-{include}",
             "X-Reasoning-Include-In-Context": str(include).lower(),
         },
-    )
+    ) as client:
+        _agent_rounds(client, reuse)
+
+
+def _agent_rounds(client: openai.OpenAI, reuse: bool) -> None:
     messages: list[Any] = []
     for round_, city in enumerate(CITIES):
         messages.append({"role": "user", "content": f"Weather in {city}?"})
