@@ -606,24 +606,24 @@ class LogHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
     def write(self, level: int, logger: str, msg: str, fields: dict[str, Any]) -> None:
         """What `emit` writes for a record of these parts (`fields` as its
-        extra), redacted and formatted the same way."""
+        extra), redacted and formatted the same way: redacted first, then
+        formatted and written under the handler's lock, as `handle` does."""
         created = time.time()
         try:
-            self.redacting.fields(fields, fields.keys())
-            line = self.lines.line(
-                Line(
-                    created,
-                    int((created - int(created)) * 1000),
-                    logging.getLevelName(level),
-                    logger,
-                    os.getpid() if logging.logProcesses else None,
-                    self.redacting.redact(msg),
-                    fields,
-                )
+            redacting = self.redacting
+            redacting.fields(fields, fields.keys())
+            parts = Line(
+                created,
+                int((created - int(created)) * 1000),
+                logging.getLevelName(level),
+                logger,
+                os.getpid() if logging.logProcesses else None,
+                redacting.redact(msg),
+                fields,
             )
             self.acquire()
             try:
-                self.stream.write(line + self.terminator)
+                self.stream.write(self.lines.line(parts) + self.terminator)
                 self.stream.flush()
             finally:
                 self.release()

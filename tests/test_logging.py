@@ -322,6 +322,24 @@ def test_a_direct_line_yields_to_any_other_handler_and_to_the_level(
     assert "to both" in other.getvalue()
 
 
+class _Broken(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError("the log's stream is gone")
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_a_direct_line_that_cannot_be_written_is_reported_not_raised(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("info", "json", [SECRET])
+    handler = logging.getLogger().handlers[0]
+    assert isinstance(handler, logging.StreamHandler)
+    handler.setStream(_Broken())
+    log_fields(logging.getLogger("proxy.request"), logging.INFO, "POST /x 200", {"n": 1})
+    # as for a record: logging's own report on stderr, and the request goes on
+    assert "Logging error" in capsys.readouterr().err
+
+
 def test_truncate_cuts_long_strings_everywhere() -> None:
     body = {"messages": [{"content": "x" * 500}], "n": 1}
     cut = truncate(body, 10)
