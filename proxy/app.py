@@ -97,7 +97,7 @@ class ProxyApp:
         self.messages = MessagesEndpoint(runtime, self.chat.planner)
         self.count_tokens = CountTokensEndpoint(runtime, self.chat.planner)
         self.mounts = tuple((mounts or {}).items())
-        self.own_addresses = runtime.upstream.own_addresses
+        self.own_connections = runtime.upstream.own_connections
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -111,7 +111,7 @@ class ProxyApp:
                 return
         # a mounted app (the demo's simulated upstreams) is served to anyone,
         # this process's own upstream connections included; the proxy is not
-        own = self.own_addresses
+        own = self.own_connections
         if own and _from_own(own, scope):
             await self._loop_back(scope, send)
             return

@@ -547,16 +547,16 @@ async def test_the_pool_knows_both_ends_of_each_open_connection() -> None:
             await conn.send(response(b"ok"))
 
     async with serving(handler) as up, opened_pool() as pool:
-        assert pool.own_addresses == {}
+        assert pool.own_connections == {}
         first, second = await fetch(pool, up), await fetch(pool, up)  # two connections
         for resp in (first, second):
             assert await read_all(resp) == b"ok"
             resp.release()
         there = ("127.0.0.1", up.port)
-        assert sorted(pool.own_addresses) == sorted((("127.0.0.1", p), there) for p in up.peers)
-        assert set(pool.own_addresses.values()) == {1}
+        assert sorted(pool.own_connections) == sorted((("127.0.0.1", p), there) for p in up.peers)
+        assert set(pool.own_connections.values()) == {1}
         await pool.close()
-        await wait_until(lambda: pool.own_addresses == {}, "the closed connections are forgotten")
+        await wait_until(lambda: pool.own_connections == {}, "the closed connections are forgotten")
 
 
 # -- stale pooled connections and the one retry ---------------------------------------------

@@ -102,7 +102,7 @@ class Pool:
         happy_eyeballs_delay: float = HAPPY_EYEBALLS_DELAY,
         env_proxies: EnvProxies | None = None,
         tls: ssl.SSLContext | None = None,
-        own_addresses: dict[Ends, int] | None = None,
+        own_connections: dict[Ends, int] | None = None,
     ) -> None:
         self._slots = Slots(limit, queue_timeout, on_change)
         self._max_per_origin = max_per_origin
@@ -121,7 +121,7 @@ class Pool:
         self._closed = False
         # the local (host, port) of every open connection, with a count: a
         # request arriving from one of them came from this very process
-        self.own_addresses = {} if own_addresses is None else own_addresses
+        self.own_connections = {} if own_connections is None else own_connections
 
     async def request(
         self,
@@ -299,7 +299,7 @@ class Pool:
                     within=within,
                     resolver=self._resolver,
                     delay=self._happy_eyeballs_delay,
-                    own=self.own_addresses,
+                    own=self.own_connections,
                 )
         except (TimeoutError, ResponseTimeout):
             raise ConnectTimeout(f"no connection to the upstream in {within:g} s") from None

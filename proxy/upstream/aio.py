@@ -121,7 +121,7 @@ class AiohttpTransport:
         env_proxies: EnvProxies | None = None,
     ) -> None:
         self._slots = Slots(limit, queue_timeout, on_change)
-        self._own: dict[Ends, int] = {}  # never filled: see own_addresses
+        self._own: dict[Ends, int] = {}  # never filled: see own_connections
         self._env_proxies = env_proxies
         self._keepalive = keepalive
         self._session: aiohttp.ClientSession | None = None
@@ -142,7 +142,7 @@ class AiohttpTransport:
         )
 
     @property
-    def own_addresses(self) -> dict[Ends, int]:
+    def own_connections(self) -> dict[Ends, int]:
         """Always empty: aiohttp does not say which local address a pooled
         connection has, so a route back to this proxy is not noticed."""
         return self._own

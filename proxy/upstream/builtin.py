@@ -44,11 +44,11 @@ class BuiltinTransport:
             on_change=self._on_change,
             max_per_origin=self._max_per_origin,
             env_proxies=self._env_proxies,
-            own_addresses=self._own,
+            own_connections=self._own,
         )
 
     @property
-    def own_addresses(self) -> dict[Ends, int]:
+    def own_connections(self) -> dict[Ends, int]:
         return self._own
 
     @property

@@ -89,7 +89,7 @@ class Upstream:
     def __init__(self, transport: Transport, *, queue_timeout: float = 5.0) -> None:
         self.transport = transport
         # a request from one of these came from this process (a route back to it)
-        self.own_addresses = transport.own_addresses
+        self.own_connections = transport.own_connections
         self._origins: dict[str, Origin] = {}
         self._targets: dict[tuple[str, str], str] = {}
         # whole seconds, at least one: the wait that just failed was this long

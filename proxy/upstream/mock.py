@@ -78,7 +78,7 @@ Handler = Callable[[Request], MockResponse | Awaitable[MockResponse]]
 class MockTransport:
     def __init__(self, handler: Handler) -> None:
         self.handler = handler
-        self.own_addresses: dict[Ends, int] = {}  # no sockets
+        self.own_connections: dict[Ends, int] = {}  # no sockets
         self.requests: list[Request] = []
         self.in_flight = 0
         self.waiting = 0

@@ -94,7 +94,7 @@ class Response(Protocol):
 
 class Transport(Protocol):
     @property
-    def own_addresses(self) -> Mapping[Ends, int]:
+    def own_connections(self) -> Mapping[Ends, int]:
         """The two ends ((host, port) here, (host, port) there) of each open
         connection, with a count, the same mapping for the transport's life:
         a request that arrives from one's near end at its far end came from

@@ -75,7 +75,7 @@ def test_a_client_that_shares_a_local_port_with_an_upstream_connection_is_served
     loop check compares both ends, so only a request arriving at the far end
     of one of those connections is refused."""
     with running_proxy(route_config(upstream)) as proxy:
-        own = proxy.runtime.upstream.own_addresses
+        own = proxy.runtime.upstream.own_connections
         for far, status in ((upstream.port, b"200"), (proxy.port, b"508")):
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))  # the port the kernel gives
