@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from proxy.api.asgi import encode_headers, send_bytes
-from proxy.api.failures import read_failure, read_failure_error
+from proxy.api.failures import FAILURE_KIND, read_failure, read_failure_error
 from proxy.api.relay import Progress, stream_headers
 from proxy.api.trace import Trace
 from proxy.errors import UpstreamError
@@ -102,6 +102,8 @@ async def _stream(
                     first = False
                 if not data:
                     out = reader.finish()
+                    if reader.state != DONE:  # closed before its end event
+                        trace.upstream_error = "disconnected"
                     break
                 out = reader.feed(data)
                 if reader.state != OPEN:
@@ -112,6 +114,7 @@ async def _stream(
                     await trace.send({"type": "http.response.body", "body": out, "more_body": True})
     except UpstreamReadError as exc:
         failure = read_failure(exc)
+        trace.upstream_error = FAILURE_KIND[failure.code]
         out = reader.abort(failure.code, failure.message)
     trace.outcome = "complete" if reader.state == DONE else "failed"
     await door._remember(ex, reader.turn())

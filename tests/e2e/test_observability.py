@@ -15,8 +15,10 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.casefiles import chunk
+from tests.e2e.test_messages_native import anthropic_stream
 from tests.harness import FakeUpstream, Json, Stream, running_proxy
 from tests.stores.servers import ProxyProcess, RedisServer, wait_until
+from tests.test_responses_native import upstream_stream
 
 
 def scrape(base: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -166,6 +168,56 @@ def test_counters_move_by_the_right_amount(upstream: FakeUpstream, refusing_port
     assert moved("reasoning_proxy_added_latency_seconds_count") == 5
     assert value(after, "reasoning_proxy_store_conversations") >= 2
     assert value(after, "reasoning_proxy_store_up") == 1
+
+
+def _events(blob: bytes) -> list[bytes]:
+    return [e + b"\n\n" for e in blob.split(b"\n\n") if e]
+
+
+def test_a_stream_cut_short_is_an_upstream_error_on_every_door(upstream: FakeUpstream) -> None:
+    """Chat Completions, a Responses upstream and a Messages upstream: a stream
+    the upstream cuts mid-way, or ends before its end event, counts as a
+    `disconnected` upstream error and a failed stream, on its own route,
+    whichever door relays it."""
+    routes = [
+        {"name": "chat", "models": ["c"], "upstream": upstream.url},
+        {"name": "resp", "models": ["r"], "upstream": upstream.url, "api": "responses"},
+        {"name": "msgs", "models": ["m"], "upstream": upstream.url, "api": "messages"},
+    ]
+    user = [{"role": "user", "content": "hi"}]
+    upstream.script(
+        Stream([chunk({"reasoning_content": "a"}), chunk({"content": "b"})] * 3, cut_after=3),
+        Stream(_events(upstream_stream(["one ", "two ", "three"])), done=False, cut_after=4),
+        Stream(anthropic_stream().chunks, done=False, cut_after=4),
+        # a clean end of the body, but before the stream's own end event
+        Stream(anthropic_stream().chunks[:4], done=False),
+    )
+    with running_proxy({"routes": routes}) as proxy:
+        before = scrape(proxy.base)
+        auth = {"Authorization": "Bearer sk-cut"}
+        doors = ("chat/completions", "c"), ("responses", "r"), ("messages", "m"), ("messages", "m")
+        for path, model in doors:
+            body: dict[str, Any] = {"model": model, "stream": True, "max_tokens": 5}
+            body["input" if path == "responses" else "messages"] = user
+            r = httpx.post(f"{proxy.url}/{path}", json=body, headers=auth, timeout=30)
+            assert r.status_code == 200, r.text
+
+        def failed(metrics: dict[Any, float]) -> float:
+            return sum(
+                v
+                for (n, labels), v in metrics.items()
+                if n == "reasoning_proxy_streams_total" and ("outcome", "failed") in labels
+            )
+
+        wait_until(lambda: failed(scrape(proxy.base)) - failed(before) >= 4, what="counts")
+        after = scrape(proxy.base)
+    for route, times in (("chat", 1), ("resp", 1), ("msgs", 2)):
+        name = "reasoning_proxy_upstream_errors_total"
+        moved = value(after, name, route=route, kind="disconnected")
+        assert moved - value(before, name, route=route, kind="disconnected") == times, route
+        name = "reasoning_proxy_streams_total"
+        moved = value(after, name, route=route, outcome="failed")
+        assert moved - value(before, name, route=route, outcome="failed") == times, route
 
 
 # -- the canary ------------------------------------------------------------------------
