@@ -293,6 +293,8 @@ class StreamNormalizer:
             else:
                 assert type(ev) is SSEEvent
                 data, name = ev.data, ev.event
+            if name != "error" and b"error" not in data:
+                return  # the common first chunk: not parsed twice
             try:
                 obj = orjson.loads(data)
             except orjson.JSONDecodeError:
