@@ -130,6 +130,21 @@ async def read_body(receive: Receive, limit: int) -> bytes:
             return b"".join(parts)
 
 
+# what a name in a header list may keep as it is: visible ASCII but `%` and
+# the list's `,` (a name is the client's own text: any other character,
+# CR and LF among them, would break or end the header)
+_NAME_UNSAFE = re.compile(r"[^\x21-\x24\x26-\x2b\x2d-\x7e ]")
+
+
+def header_list(names: Iterable[str]) -> str:
+    """Names (a client's field or tool names) as one header value: comma
+    separated, each percent-encoded (UTF-8) outside visible ASCII."""
+    return ", ".join(
+        _NAME_UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m[0].encode()), name)
+        for name in names
+    )
+
+
 def encode_headers(pairs: Iterable[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in pairs]
 

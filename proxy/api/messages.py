@@ -33,6 +33,7 @@ from proxy.api.asgi import (
     Receive,
     Scope,
     Send,
+    header_list,
     read_body,
     request_headers,
     send_bytes,
@@ -238,9 +239,9 @@ def dropped_headers(t: Translation, headers: list[tuple[str, str]]) -> list[tupl
         fields.append("anthropic-beta")
     out = []
     if fields:
-        out.append((DROPPED_FIELDS, ", ".join(fields)))
+        out.append((DROPPED_FIELDS, header_list(fields)))
     if t.dropped_tools:
-        out.append((DROPPED_TOOLS, ", ".join(t.dropped_tools)))
+        out.append((DROPPED_TOOLS, header_list(t.dropped_tools)))
     return out
 
 

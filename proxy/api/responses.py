@@ -39,7 +39,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from proxy.api.asgi import Message, Receive, read_body
+from proxy.api.asgi import Message, Receive, header_list, read_body
 from proxy.api.conversations import caller_tenant
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
@@ -130,9 +130,9 @@ class ResponsesEndpoint(Door):
 
         ex = await self.planner.chat(with_effort(headers, translation.effort), chat_body)
         if translation.dropped_fields:
-            ex.extra_headers.append((DROPPED_FIELDS, ", ".join(translation.dropped_fields)))
+            ex.extra_headers.append((DROPPED_FIELDS, header_list(translation.dropped_fields)))
         if translation.dropped_tools:
-            ex.extra_headers.append((DROPPED_TOOLS, ", ".join(translation.dropped_tools)))
+            ex.extra_headers.append((DROPPED_TOOLS, header_list(translation.dropped_tools)))
 
         def seal(sealed: Sealed) -> str:
             return rt.sealer.seal(tenant, sealed)

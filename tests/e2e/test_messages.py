@@ -391,6 +391,32 @@ def test_what_claude_code_sends_is_tolerated_dropped_and_named(upstream: FakeUps
     assert "anthropic-beta" not in sent.headers
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_names_outside_ascii_are_named_percent_encoded(
+    upstream: FakeUpstream, stream: bool
+) -> None:
+    """Unknown field and server tool names are the client's own text: they
+    reach the dropped-names headers percent-encoded, and the answer is served."""
+    if stream:
+        upstream.script(Stream([chunk({"content": "ok"}), chunk({}, "stop")]))
+    else:
+        upstream.script(Json(completion({"content": "ok"})))
+    body = {
+        "model": "m",
+        "max_tokens": 5,
+        "stream": stream,
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [WEATHER, {"type": "web_search_20250305", "name": "w\u2713"}],
+        "名前": 1,
+        "x\r\ny": 2,
+    }
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert r.headers["x-proxy-dropped-fields"] == "%E5%90%8D%E5%89%8D, x%0D%0Ay"
+    assert r.headers["x-proxy-dropped-tools"] == "w%E2%9C%93"
+
+
 def test_headers_the_client_sets_win_over_the_body(upstream: FakeUpstream) -> None:
     upstream.script(Json(completion({"content": "c"})))
     body = {

@@ -534,6 +534,35 @@ def test_hosted_tools_and_unknown_fields_are_dropped_and_named(
     assert "client_metadata" not in sent
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_names_outside_ascii_are_named_percent_encoded(
+    proxy: ProxyServer, upstream: FakeUpstream, stream: bool
+) -> None:
+    """A dropped name is the client's own text: non-ASCII, `%`, `,`, CR and
+    LF go into the header percent-encoded, and the answer is served."""
+    answer = Stream([chunk({"content": "ok"}), chunk({}, "stop")])
+    upstream.script(answer if stream else completion("ok"))
+    r = httpx.post(
+        f"{proxy.url}/responses",
+        json={
+            "model": "m",
+            "input": "x",
+            "stream": stream,
+            "tools": [WEATHER_TOOL, {"type": "\U0001f4a5"}],
+            "名前": 1,
+            "a,b%\r\nX-Injected: 1": 2,
+        },
+        headers={"Authorization": f"Bearer {KEY}"},
+        timeout=30,
+    )
+    assert r.status_code == 200, r.text
+    assert r.headers["x-proxy-dropped-tools"] == "%F0%9F%92%A5"
+    assert r.headers["x-proxy-dropped-fields"] == (
+        "a%2Cb%25%0D%0AX-Injected: 1, %E5%90%8D%E5%89%8D"
+    )
+    assert "x-injected" not in r.headers
+
+
 @pytest.mark.parametrize(
     ("items", "param"),
     [
