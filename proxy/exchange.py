@@ -12,7 +12,7 @@ none of them looks up history, profiles or credentials itself.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ from proxy.dialects import (
 )
 from proxy.errors import BadRequest, NotFound, Unauthorized, UnknownProfile, require_type
 from proxy.history.context import EgressPlan
-from proxy.history.keys import ConversationKey
+from proxy.history.keys import ConversationKey, credential
 from proxy.live import TurnWatcher
 from proxy.reasoning.blocks import Turn
 from proxy.runtime import Runtime
@@ -52,6 +52,10 @@ Decided = tuple[Dialect, ReasoningSettings, list[Param], tuple[str, ...]]
 
 # request headers that are the proxy's own and never go upstream
 OWN_HEADERS = ("x-reasoning-", "x-conversation-id")
+# what carries a client's credential: none of it goes to a route with its own key
+CREDENTIAL_HEADERS = frozenset(
+    ("authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "proxy-authorization")
+)
 
 
 @dataclass(slots=True)
@@ -90,11 +94,9 @@ class Planner:
         self._decided: dict[tuple[Any, ...], tuple[Route, Decided]] = {}
 
     def authorize(self, headers: list[tuple[str, str]]) -> str | None:
-        """The client's Authorization value; 401 when the proxy requires one."""
-        authorization = next((v for k, v in headers if k == "authorization"), None)
-        if self.rt.config.server.require_auth and not authorization:
-            raise Unauthorized("This proxy requires an API key (Authorization: Bearer ...).")
-        return authorization
+        """The client's credential, which names its tenant (`client_authorization`);
+        401 when the proxy requires a key and none is given."""
+        return client_authorization(headers, self.rt.config.server.require_auth)
 
     def route(self, model: str | None) -> Route:
         try:
@@ -169,7 +171,7 @@ class Planner:
             payload=payload,
             plan=plan,
             stream=payload.get("stream") is True,
-            upstream_headers=upstream_headers(headers, route, authorization, json=True),
+            upstream_headers=upstream_headers(headers, route, json=True),
             extra_headers=extra,
             dialect=dialect,
         )
@@ -231,25 +233,39 @@ def ignored_settings(
     return unsent
 
 
+def client_authorization(headers: Sequence[tuple[str, str]], required: bool) -> str | None:
+    """The client's credential as an Authorization value: its `Authorization`,
+    else its `x-api-key` as a bearer token, so one key is one tenant whichever
+    header carries it. `required` (`server.require_auth`): a request without
+    a key, or with an empty one, is a 401."""
+    authorization = next((v for k, v in headers if k == "authorization"), None)
+    if not authorization:
+        key = next((v for k, v in headers if k == "x-api-key"), None)
+        authorization = f"Bearer {key}" if key else authorization
+    if required and credential(authorization) is None:
+        raise Unauthorized("This proxy requires an API key (Authorization: Bearer ...).")
+    return authorization
+
+
 def upstream_headers(
-    headers: list[tuple[str, str]], route: Route, authorization: str | None, *, json: bool
+    headers: list[tuple[str, str]], route: Route, *, json: bool
 ) -> list[tuple[str, str]]:
-    """The client's headers minus hop-by-hop ones and the proxy's own; the
-    route's key replaces the client's credential when the route has one, and
-    the route's own headers are added. `json`: the proxy writes the body
-    (its content type is JSON whatever the client said)."""
+    """The client's headers minus hop-by-hop ones and the proxy's own, its
+    credential as it came; when the route has its own key, that key alone
+    (none of the client's credential headers go), and the route's own headers
+    are added. `json`: the proxy writes the body (its content type is JSON
+    whatever the client said)."""
+    keyed = route.api_key is not None
     out = [
         (k, v)
         for k, v in strip_hop_by_hop(headers)
-        if not k.startswith(OWN_HEADERS) and k != "authorization"
+        if not k.startswith(OWN_HEADERS) and not (keyed and k in CREDENTIAL_HEADERS)
     ]
     if json:
         out = [(k, v) for k, v in out if k != "content-type"]
         out.append(("content-type", "application/json"))
     if route.api_key is not None:
         out.append(("authorization", f"Bearer {route.api_key.get()}"))
-    elif authorization:
-        out.append(("authorization", authorization))
     out.extend(route.headers)
     return out
 

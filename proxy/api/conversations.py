@@ -13,6 +13,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from proxy.errors import Forbidden, NotFound, Unauthorized
+from proxy.exchange import client_authorization
 from proxy.history.keys import ConversationKey
 from proxy.reasoning.blocks import Turn, turn_to_json
 from proxy.runtime import Runtime
@@ -36,8 +37,7 @@ def caller_tenant(rt: Runtime, request: Request, *, allow_admin: bool = True) ->
         named = request.query_params.get("tenant")
         request.state.tenant = "admin"  # for the access log
         return named or None
-    if rt.config.server.require_auth and not authorization:
-        raise Unauthorized("This proxy requires an API key (Authorization: Bearer ...).")
+    authorization = client_authorization(request.headers.items(), rt.config.server.require_auth)
     tenant = request.state.tenant = rt.tenant(authorization)
     return tenant
 

@@ -107,7 +107,7 @@ class PassthroughEndpoint:
         authorization: str | None,
         body: bytes,
     ) -> None:
-        out = upstream_headers(headers, route, authorization, json=False)
+        out = upstream_headers(headers, route, json=False)
         send = trace.send
         mask = self.rt.key_mask
         trace.upstream_started()

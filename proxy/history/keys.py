@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 ANONYMOUS = "anonymous"
+_SCHEMES = frozenset(("bearer", "basic", "token", "digest"))
 AUTO_PREFIX = "auto-"
 
 
@@ -37,6 +38,8 @@ def credential(authorization: str | None) -> str | None:
     if not authorization:
         return None
     scheme, _, rest = authorization.strip().partition(" ")
+    if scheme.lower() in _SCHEMES and not rest.strip():
+        return None  # a scheme without its credential is no key
     token = rest.strip() if scheme.lower() == "bearer" else authorization.strip()
     return token or None
 

@@ -515,6 +515,73 @@ def test_require_auth(upstream: FakeUpstream) -> None:
     assert upstream.requests == []
 
 
+@pytest.mark.parametrize("authorization", ["Bearer", "", "Basic", "token"])
+def test_require_auth_refuses_an_empty_key(upstream: FakeUpstream, authorization: str) -> None:
+    """An Authorization header without a token is no key: it does not open
+    the shared anonymous tenant of a proxy that requires keys."""
+    auth = {"Authorization": authorization}
+    with running_proxy(route_config(upstream, top={"server": {"require_auth": True}})) as proxy:
+        chat = httpx.post(f"{proxy.url}/chat/completions", json=body(False), headers=auth)
+        listed = httpx.get(f"{proxy.url}/conversations", headers=auth)
+        keyed = httpx.get(f"{proxy.url}/conversations", headers={"x-api-key": "sk-x-only"})
+    assert (chat.status_code, listed.status_code) == (401, 401)
+    assert chat.json()["error"]["type"] == "authentication_error"
+    assert keyed.status_code == 200  # x-api-key is a key like any other
+    assert upstream.requests == []
+
+
+def test_x_api_key_names_the_same_tenant_as_authorization(upstream: FakeUpstream) -> None:
+    """One key is one tenant whichever header carries it, on every door: a
+    conversation made with `x-api-key` is not the anonymous tenant's."""
+    upstream.script(Json({"choices": [{"message": {"role": "assistant", "content": "ok"}}]}))
+    with running_proxy(route_config(upstream)) as proxy:
+        made = httpx.post(
+            f"{proxy.url}/chat/completions",
+            json=body(False),
+            headers={"x-api-key": "sk-dave-0001", "X-Conversation-Id": "dave-private"},
+        )
+        assert made.status_code == 200, made.text
+        anonymous = httpx.get(f"{proxy.url}/conversations/dave-private")
+        other = httpx.get(f"{proxy.url}/conversations/dave-private", headers=KEY)
+        bearer = httpx.get(
+            f"{proxy.url}/conversations/dave-private",
+            headers={"Authorization": "Bearer sk-dave-0001"},
+        )
+    assert (anonymous.status_code, other.status_code, bearer.status_code) == (404, 404, 200)
+    # without a route key the client's credential goes as it came
+    assert upstream.requests[0].headers["x-api-key"] == "sk-dave-0001"
+    assert "authorization" not in upstream.requests[0].headers
+
+
+def test_a_keyed_route_gets_none_of_the_clients_credentials(upstream: FakeUpstream) -> None:
+    """A route with its own key: the client's Authorization, x-api-key,
+    api-key and cookies stay home, on the chat door, the Responses door and
+    pass-through alike; the route's key goes alone."""
+    completion = {"choices": [{"message": {"role": "assistant", "content": "ok"}}]}
+    upstream.script(Json(completion), Json(completion), Json({"data": []}))
+    client = {
+        "Authorization": "Bearer sk-client-a",
+        "x-api-key": "sk-client-b",
+        "api-key": "sk-client-c",
+        "Cookie": "session=sk-client-d",
+    }
+    with running_proxy(route_config(upstream, api_key="sk-route-key-1")) as proxy:
+        chat = httpx.post(f"{proxy.url}/chat/completions", json=body(False), headers=client)
+        responses = httpx.post(
+            f"{proxy.url}/responses", json={"model": "m", "input": "hi"}, headers=client
+        )
+        passed = httpx.post(
+            f"{proxy.url}/embeddings", json={"model": "m", "input": "hi"}, headers=client
+        )
+    assert [r.status_code for r in (chat, responses, passed)] == [200, 200, 200]
+    assert len(upstream.requests) == 3
+    for request in upstream.requests:
+        assert request.headers["authorization"] == "Bearer sk-route-key-1"
+        for name in ("x-api-key", "api-key", "cookie"):
+            assert name not in request.headers, (request.path, name)
+        assert b"sk-client" not in repr(dict(request.headers)).encode()
+
+
 def test_get_on_chat_completions_is_405(upstream: FakeUpstream) -> None:
     with running_proxy(route_config(upstream)) as proxy:
         r = httpx.get(f"{proxy.url}/chat/completions", timeout=30)
