@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 QUEUE_SIZE = 2048
@@ -87,13 +87,20 @@ class LiveFeed:
 class TurnWatcher:
     """Announces one turn on the live feed: start, deltas, end."""
 
-    __slots__ = ("_conversation", "_feed", "_id", "_tenant")
+    __slots__ = ("_conversation", "_feed", "_id", "_mask", "_tenant")
 
-    def __init__(self, feed: LiveFeed, tenant: str, conversation: str) -> None:
+    def __init__(
+        self,
+        feed: LiveFeed,
+        tenant: str,
+        conversation: str,
+        mask: Callable[[str], str] | None = None,
+    ) -> None:
         self._feed = feed
         self._tenant = tenant
         self._conversation = conversation
         self._id = uuid.uuid4().hex[:12]
+        self._mask = mask  # route keys an upstream quoted, masked
 
     def _publish(self, event_type: str, **fields: Any) -> None:
         event = {
@@ -115,8 +122,9 @@ class TurnWatcher:
                 runs[-1][1] += text
             else:
                 runs.append([kind, text])
+        mask = self._mask
         for kind, text in runs:
-            self._publish("delta", kind=kind, text=text)
+            self._publish("delta", kind=kind, text=mask(text) if mask is not None else text)
         tap.clear()
 
     def whole(self, reasoning: list[str], content: str) -> None:

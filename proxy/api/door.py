@@ -38,7 +38,7 @@ from proxy.exchange import Exchange, Planner
 from proxy.history.explain import turn_input
 from proxy.live import TurnWatcher
 from proxy.observability import truncate
-from proxy.reasoning.blocks import Turn
+from proxy.reasoning.blocks import Turn, map_texts
 from proxy.reasoning.normalizer import (
     NormalizeOptions,
     StreamFailure,
@@ -279,6 +279,9 @@ class Door:
         if ex.stored or turn is None:
             return
         ex.stored = True
+        mask = self.rt.key_mask
+        if mask is not None:  # a route key the upstream quoted is never stored
+            turn = map_texts(turn, mask.text)
         extra = {**turn.extra, "context": ex.context, "egress": ex.plan.notes}
         if self.rt.config.ui.show_prompts:
             extra["input"] = turn_input(ex.payload.get("messages") or [])
@@ -291,7 +294,13 @@ class Door:
 
     def _watch(self, ex: Exchange) -> TurnWatcher:
         """Announce the turn on the live feed (only while someone watches)."""
-        watcher = ex.watcher = TurnWatcher(self.rt.live, ex.key.tenant, ex.key.conversation)
+        mask = self.rt.key_mask
+        watcher = ex.watcher = TurnWatcher(
+            self.rt.live,
+            ex.key.tenant,
+            ex.key.conversation,
+            mask=mask.text if mask is not None else None,
+        )
         watcher.start(ex.payload.get("model"), ex.route.name, ex.context)
         return watcher
 

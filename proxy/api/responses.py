@@ -220,6 +220,8 @@ class ResponsesEndpoint(Door):
                 "conversation": ex.key.conversation,
             }
         )
+        if self.rt.key_mask is not None:  # a route key the upstream quoted is never stored
+            record = self.rt.key_mask.data(record)
         try:
             await asyncio.wait_for(
                 self.rt.store.put_response(keep.tenant, encoder.response_id, record),

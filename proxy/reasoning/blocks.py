@@ -163,6 +163,42 @@ def estimate_tokens_chars(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+def map_texts(turn: Turn, fn: Callable[[str], str]) -> Turn:
+    """The turn with `fn` applied to every text it holds (answer, thoughts,
+    tool calls, the strings in `reasoning_details`); the same turn when `fn`
+    changed none. Signatures and encrypted payloads are opaque: kept."""
+    parts: list[Part] = []
+    changed = False
+    for p in turn.parts:
+        new: Part
+        if isinstance(p, TextPart):
+            new = TextPart(fn(p.text))
+        elif isinstance(p, ThinkingBlock):
+            new = replace(p, thought=fn(p.thought))
+        else:
+            new = replace(p, name=fn(p.name), arguments=fn(p.arguments))
+        changed = changed or new != p
+        parts.append(new)
+    details = turn.reasoning_details
+    if details is not None:
+        mapped = tuple(_map_json(d, fn) for d in details)
+        changed = changed or mapped != details
+        details = mapped
+    if not changed:
+        return turn
+    return replace(turn, parts=tuple(parts), reasoning_details=details)
+
+
+def _map_json(value: Any, fn: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, list):
+        return [_map_json(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: _map_json(v, fn) for k, v in value.items()}
+    return value
+
+
 def with_token_counts(turn: Turn, count: Callable[[str], int], **changes: Any) -> Turn:
     """Fill each block's `tokens`: the upstream's `reasoning_tokens` when the
     turn reports it (spread over the text blocks in proportion to their

@@ -16,6 +16,7 @@ from proxy.reasoning.blocks import (
     extract_thinking_blocks,
     filter_for_context,
     join_reasoning,
+    map_texts,
     tighter_policy,
     turn_from_record,
     turn_to_json,
@@ -157,3 +158,35 @@ def test_turn_record_round_trip_is_lossless() -> None:
     assert turn_from_record(turn_to_record(empty)) == empty
     with pytest.raises(ValueError, match="kind"):
         turn_from_record({"parts": [{"kind": "video"}]})
+
+
+def test_map_texts_reaches_every_text_and_keeps_what_is_opaque() -> None:
+    turn = Turn(
+        parts=(
+            ThinkingBlock("think KEY", "reasoning_content", signature="sig KEY"),
+            TextPart("say KEY"),
+            ToolCall("call_1", "tool_KEY", '{"a": "KEY"}'),
+        ),
+        reasoning_details=({"type": "reasoning.text", "text": "KEY", "n": [1, "KEY"]},),
+        usage={"completion_tokens": 3},
+    )
+    out = map_texts(turn, lambda text: text.replace("KEY", "***"))
+    block, text, call = out.parts
+    assert isinstance(block, ThinkingBlock)
+    assert block.thought == "think ***"
+    assert block.signature == "sig KEY"  # opaque: an upstream's signature is kept as issued
+    assert isinstance(text, TextPart)
+    assert text.text == "say ***"
+    assert isinstance(call, ToolCall)
+    assert (call.name, call.arguments) == (
+        "tool_***",
+        '{"a": "***"}',
+    )
+    assert out.reasoning_details == ({"type": "reasoning.text", "text": "***", "n": [1, "***"]},)
+    assert out.usage == turn.usage
+
+
+def test_map_texts_returns_the_same_turn_when_nothing_changes() -> None:
+    turn = Turn(parts=(TextPart("plain"),), reasoning_details=({"text": "x"},))
+    assert map_texts(turn, lambda text: text) is turn
+    assert map_texts(Turn(), str.upper) == Turn()
