@@ -33,7 +33,7 @@ from proxy.api.encoder import Encoder
 from proxy.api.failures import error_kind, read_failure_error
 from proxy.api.relay import Progress, StreamRelay
 from proxy.api.trace import Trace
-from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError
+from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError, upstream_error_body
 from proxy.exchange import Exchange, Planner
 from proxy.history.explain import turn_input
 from proxy.live import TurnWatcher
@@ -221,13 +221,26 @@ class Door:
         except UpstreamReadError as exc:
             raise read_failure_error(exc) from None
         headers = response_headers(response)
-        if response.status < 300:
+        status = response.status
+        if status < 300:
             try:
                 payload = orjson.loads(body)
             except orjson.JSONDecodeError:
                 payload = None
+            if not isinstance(payload, dict):
                 trace.upstream_error = "malformed"
-            if isinstance(payload, dict):
+                raise UpstreamError(
+                    "The upstream sent a response that is not a JSON object.",
+                    code="malformed_upstream_response",
+                )
+            error = payload.get("error")
+            if error is not None and not payload.get("choices"):
+                # an error object with a 2xx: a real status, as for a stream's first event
+                trace.upstream_error = "status"
+                trace.fields["error"] = "upstream_error_event"
+                status, body = upstream_error_body(error)
+                headers = [("content-type", "application/json")]
+            else:
                 changed, turn = normalize_completion(payload, options)
                 if turn is not None:
                     if self.rt.live.active:
@@ -245,13 +258,13 @@ class Door:
             headers += ex.extra_headers
         if state.encoder is not None:
             headers = state.encoder.start_headers(headers)
-            body = state.encoder.whole(response.status, body)
+            body = state.encoder.whole(status, body)
         mask = self.rt.key_mask
         if mask is not None:  # an upstream may quote the route's key back (a 401)
             headers, body = mask.headers(headers), mask.data(body)
         state.complete = True
         state.started = True
-        await send_bytes(trace.send, response.status, body, encode_headers(headers))
+        await send_bytes(trace.send, status, body, encode_headers(headers))
 
     async def _cut_short(self, trace: Trace, state: Progress) -> None:
         """The server's shutdown grace period ended before the response did: a

@@ -12,6 +12,7 @@ from proxy.upstream import UpstreamReadError
 FAILURE_KIND = {
     "malformed_upstream_event": "malformed",
     "upstream_line_too_long": "malformed",
+    "upstream_empty_response": "malformed",
     "upstream_timeout": "timeout",
     "upstream_disconnected": "disconnected",
     "upstream_closed": "disconnected",

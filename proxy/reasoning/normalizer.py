@@ -270,7 +270,9 @@ class StreamNormalizer:
             if ev == b"[DONE]" and out is None and n == count - 1:
                 # the usual end: if no choice held text back, the read goes as it came
                 flushed = self._flush_choices()
-                self._done()
+                ended = self._done()
+                if ended is not DONE_EVENT:  # nothing came before it
+                    return b"".join([*_encode_unchanged(events[:n]), ended])
                 if not flushed and verbatim is not None:
                     return verbatim
                 return b"".join([*_encode_unchanged(events[:n]), flushed, DONE_EVENT])
@@ -570,6 +572,20 @@ class StreamNormalizer:
         return b"".join(out)
 
     def _done(self) -> bytes:
+        """[DONE]: the end, or a failure when the stream sent nothing before
+        it (no chunk, no usage, no error: an empty answer is not an answer)."""
+        if (
+            not self._choices
+            and not self._envelope
+            and self._usage is None
+            and self._upstream_error is None
+        ):
+            return self._fail(
+                StreamFailure(
+                    "upstream_empty_response",
+                    "The upstream ended the stream without sending an answer.",
+                )
+            )
         self.state = DONE
         return DONE_EVENT
 

@@ -333,6 +333,69 @@ def test_a_close_before_any_event_is_a_502(upstream: FakeUpstream) -> None:
     assert r.json()["error"]["code"] == "upstream_disconnected"  # a cut chunked body
 
 
+DOORS = [
+    ("chat/completions", "messages"),
+    ("responses", "input"),
+    ("messages", "messages"),
+]
+
+
+def door_request(url: str, path: str, field: str, stream: bool) -> httpx.Response:
+    body: dict[str, Any] = {"model": "m", "stream": stream, "max_tokens": 5}
+    body[field] = [{"role": "user", "content": "hi"}]
+    return httpx.post(f"{url}/{path}", json=body, headers=KEY, timeout=30)
+
+
+def door_error(path: str, r: httpx.Response) -> dict[str, Any]:
+    """The error object in the door's own shape."""
+    data = r.json()
+    if path == "messages":
+        assert data["type"] == "error"
+    error: dict[str, Any] = data["error"]
+    return error
+
+
+@pytest.mark.parametrize(("path", "field"), DOORS)
+def test_a_2xx_that_is_not_json_is_a_502_on_every_door(
+    upstream: FakeUpstream, path: str, field: str
+) -> None:
+    upstream.script(Json("hello, not json"))
+    upstream.script(Json(b"hello, not json", headers={"Content-Type": "text/plain"}))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        quoted = door_request(proxy.url, path, field, False)
+        plain = door_request(proxy.url, path, field, False)
+    for r in (quoted, plain):
+        assert r.status_code == 502, r.text
+        assert r.headers["content-type"].startswith("application/json")
+        assert "not a JSON object" in door_error(path, r)["message"]
+
+
+@pytest.mark.parametrize(("path", "field"), DOORS)
+def test_an_error_object_with_a_2xx_gets_a_real_status_on_every_door(
+    upstream: FakeUpstream, path: str, field: str
+) -> None:
+    upstream.script(Json({"error": {"message": "Rate limit exceeded", "code": 429}}))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = door_request(proxy.url, path, field, False)
+    assert r.status_code == 429, r.text
+    assert door_error(path, r)["message"] == "Rate limit exceeded"
+
+
+@pytest.mark.parametrize(("path", "field"), DOORS)
+def test_a_stream_of_only_done_is_a_502_on_every_door(
+    upstream: FakeUpstream, path: str, field: str
+) -> None:
+    """[DONE] with nothing before it is no answer: a 502 naming it, not an
+    empty 200."""
+    upstream.script(Stream([]))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = door_request(proxy.url, path, field, True)
+        conversation = r.headers.get("x-conversation-id")
+    assert r.status_code == 502, r.text
+    assert "without sending an answer" in door_error(path, r)["message"]
+    assert conversation is not None
+
+
 def test_the_openai_sdk_raises_the_status_error(upstream: FakeUpstream) -> None:
     upstream.script(
         Stream([{"error": {"message": "Rate limit exceeded", "code": 429}}], done=False)

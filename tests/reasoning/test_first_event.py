@@ -76,3 +76,33 @@ def test_error_body_is_the_openai_shape() -> None:
     assert error_body(StreamFailure("c", "m")) == (
         b'{"error":{"message":"m","type":"upstream_error","param":null,"code":"c"}}'
     )
+
+
+@pytest.mark.parametrize(
+    "reads",
+    [
+        (b"data: [DONE]\n\n",),
+        (b": keep-alive\n\n", b"data: [DONE]\n\n"),
+        (b"data: [DONE]\n\ndata: late\n\n",),  # [DONE] not last in its read
+        (b"data: [DONE]",),  # at the end of the stream, without its blank line
+    ],
+)
+def test_done_with_nothing_before_it_is_an_empty_answer(reads: tuple[bytes, ...]) -> None:
+    normalizer = StreamNormalizer()
+    out = b"".join(normalizer.feed(data) for data in reads) + normalizer.finish()
+    assert normalizer.state == "failed"
+    assert normalizer.failure is not None
+    assert normalizer.failure.code == "upstream_empty_response"
+    assert b"[DONE]" not in out
+    assert b"upstream_empty_response" in out
+    assert normalizer.turn().complete is False
+
+
+@pytest.mark.parametrize(
+    "before",
+    [CHUNK, b'data: {"choices":[],"usage":{"total_tokens":1}}\n\n', b'data: {"id":"x"}\n\n'],
+)
+def test_done_after_any_chunk_is_the_end(before: bytes) -> None:
+    normalizer = feed_all(before, b"data: [DONE]\n\n")
+    assert normalizer.state == "done"
+    assert normalizer.failure is None
