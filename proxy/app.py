@@ -120,17 +120,18 @@ class ProxyApp:
             await self._refuse(scope, send, ServerShuttingDown())
             return
         endpoint: ASGIApp
-        if path == CHAT_PATH:
+        door = door_path(path)
+        if door == CHAT_PATH:
             if scope["method"] != "POST":
                 await self._refuse(scope, send, MethodNotAllowed("Use POST for chat completions."))
                 return
             endpoint = self.chat
-        elif path in (MESSAGES_PATH, COUNT_TOKENS_PATH):
+        elif door in (MESSAGES_PATH, COUNT_TOKENS_PATH):
             if scope["method"] != "POST":
                 await self._refuse(scope, send, MethodNotAllowed("Use POST for messages."))
                 return
-            endpoint = self.messages if path == MESSAGES_PATH else self.count_tokens
-        elif path == RESPONSES_PATH:
+            endpoint = self.messages if door == MESSAGES_PATH else self.count_tokens
+        elif door == RESPONSES_PATH:
             if scope["method"] != "POST":
                 await self._refuse(scope, send, MethodNotAllowed("Use POST to create a response."))
                 return
@@ -179,7 +180,7 @@ class ProxyApp:
     async def _refuse(self, scope: Scope, send: Send, error: ProxyError) -> None:
         """An error the dispatch answers itself, with its log line, in the
         Messages shape on the Messages paths."""
-        path = scope["path"]
+        path = door_path(scope["path"])
         trace = Trace(send, self.runtime.metrics, api_endpoint(path), scope)
         try:
             if path.startswith(MESSAGES_PATH):
@@ -188,6 +189,16 @@ class ProxyApp:
                 await send_error(trace.send, error)
         finally:
             trace.finish()
+
+
+def door_path(path: str) -> str:
+    """The path with repeated and trailing slashes dropped, for choosing a
+    front door: upstream servers commonly take `/v1/chat/completions/` and
+    `/v1//chat/completions` for the door's own path, so passing those
+    through would skip the door's checks."""
+    if "//" in path or path.endswith("/"):
+        return "/" + "/".join(piece for piece in path.split("/") if piece)
+    return path
 
 
 def _from_own(own: Mapping[Ends, int], scope: Scope) -> bool:

@@ -1,8 +1,11 @@
-"""The live feed between processes: every worker and replica on one Redis
-sees every stream.
+"""The live feed between processes: every worker and replica of one
+deployment on a Redis sees every stream, and nothing of other deployments.
 
-One pub/sub channel (`<prefix>live`, `rp:live` by default) carries the
-events, a batch per message: `{"o": origin, "b": [[tenant, event], ...]}`
+One pub/sub channel per deployment carries the events (`live_channel`):
+Redis pub/sub ignores the database number, so the channel's name holds what
+sets a deployment apart, the store's key prefix and database number, and a
+tag of the tenant secret. A batch per message:
+`{"o": origin, "b": [[tenant, event], ...]}`
 (one message per batch keeps a busy fleet's listeners from parsing one
 message per delta); each process delivers
 what it receives to its own subscribers with the tenant filter of
@@ -35,12 +38,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import logging
 import uuid
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+from redis.asyncio.connection import parse_url
 from redis.exceptions import RedisError
 
 from proxy.live import LiveFeed
@@ -61,11 +67,29 @@ CLOSE_SECONDS = 2.0  # then the tasks get this long to stop
 _FAILURES = (RedisError, OSError, TimeoutError)
 
 
+def live_channel(url: str, prefix: str, secret: bytes) -> str:
+    """The live feed's channel for a store at `url` whose keys start with
+    `prefix`, under the tenant secret: `<prefix>live:<db>:<tag>`.
+
+    Processes that share stored data (one database, one prefix) and one
+    secret (so one key is one tenant) share a channel; any other pair does
+    not, though PUBLISH reaches every database of the server. The secret
+    counts because tenants are HMACs under it, except `anonymous`, which is
+    the same name under every secret: deployments on one database with
+    different secrets would otherwise show each other's anonymous streams
+    (and every stream, to an admin). The tag is an HMAC, so the channel's
+    name (PUBSUB CHANNELS lists it) says nothing of the secret. A cluster
+    has only database 0."""
+    db = 0 if is_cluster_url(url) else int(parse_url(url).get("db") or 0)
+    tag = hmac.new(secret, b"reasoning-proxy live feed", hashlib.sha256).hexdigest()[:16]
+    return f"{prefix}live:{db}:{tag}"
+
+
 class RedisLiveFeed(LiveFeed):
-    def __init__(self, url: str, *, prefix: str = "rp:") -> None:
+    def __init__(self, url: str, *, secret: bytes, prefix: str = "rp:") -> None:
         super().__init__()
         self.url = url
-        self.channel = f"{prefix}live"
+        self.channel = live_channel(url, prefix, secret)
         self.origin = uuid.uuid4().hex
         self.lost = 0  # events not published: outbox full or Redis failing
         self._redis: aioredis.Redis | None = None

@@ -65,13 +65,17 @@ class WarningSealer(Sealer):
         return super().seal(tenant, sealed)
 
 
-def live_feed(store: ReasoningStore) -> LiveFeed:
+def live_feed(store: ReasoningStore, secret: bytes) -> LiveFeed:
     """With a Redis store, the live feed goes through Redis too, so every
-    process shows every stream; otherwise it stays in process."""
+    process of the deployment (same store and key prefix, same tenant
+    secret) shows every stream; otherwise it stays in process."""
     if getattr(store, "name", None) == "redis":
-        from proxy.live_redis import RedisLiveFeed  # (a memory-only proxy never loads redis)
+        # (a memory-only proxy never loads redis)
+        from proxy.live_redis import RedisLiveFeed
+        from proxy.stores.redis import RedisStore
 
-        return RedisLiveFeed(store.url)  # type: ignore[attr-defined]
+        assert isinstance(store, RedisStore)
+        return RedisLiveFeed(store.url, prefix=store.keys.prefix, secret=secret)
     return LiveFeed()
 
 
@@ -117,7 +121,7 @@ class Runtime:
         self.sealer = (
             WarningSealer(self._secret) if random_secret and in_process else Sealer(self._secret)
         )
-        self.live = live_feed(self.store)
+        self.live = live_feed(self.store, self._secret)
         self.count = Count(self.tokens)
         self.health = StoreHealth(self.metrics)
         self.history = History(

@@ -19,11 +19,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from proxy.live import QUEUE_SIZE, Subscription
-from proxy.live_redis import OUTBOX_SIZE, RedisLiveFeed
+from proxy.live_redis import OUTBOX_SIZE, RedisLiveFeed, live_channel
 from tests.stores.servers import RedisServer
 
 DEADLINE = 10.0  # seconds: correctness deadlines, not speed
 SCENARIO_SECONDS = 60.0  # a whole scenario, before it counts as hung
+SECRET = b"live-test-secret"
 
 
 async def _until(predicate: Callable[[], bool], what: str) -> None:
@@ -66,7 +67,8 @@ def _drain(sub: Subscription) -> list[dict[str, Any]]:
 
 @asynccontextmanager
 async def _feeds(url: str, prefix: str) -> AsyncIterator[tuple[RedisLiveFeed, RedisLiveFeed]]:
-    a, b = RedisLiveFeed(url, prefix=prefix), RedisLiveFeed(url, prefix=prefix)
+    a = RedisLiveFeed(url, prefix=prefix, secret=SECRET)
+    b = RedisLiveFeed(url, prefix=prefix, secret=SECRET)
     await a.start()
     await b.start()
     try:
@@ -74,6 +76,24 @@ async def _feeds(url: str, prefix: str) -> AsyncIterator[tuple[RedisLiveFeed, Re
     finally:
         await a.close()
         await b.close()
+
+
+def test_the_channel_names_the_deployment() -> None:
+    """Pub/sub ignores the database number (an audit found a proxy on /1
+    watching the streams of one on /0): the channel tells apart what the
+    store tells apart (database, key prefix) and the tenant secret."""
+    channel = live_channel("redis://127.0.0.1:6379/0", "rp:", SECRET)
+    assert channel.startswith("rp:live:0:")
+    assert SECRET.decode() not in channel
+    assert live_channel("redis://127.0.0.1:6379", "rp:", SECRET) == channel
+    assert live_channel("redis://127.0.0.1:6379/1", "rp:", SECRET) != channel
+    assert live_channel("redis://127.0.0.1:6379/0?db=1", "rp:", SECRET) == live_channel(
+        "redis://127.0.0.1:6379/1", "rp:", SECRET
+    )
+    assert live_channel("redis://127.0.0.1:6379/0", "other:", SECRET) != channel
+    assert live_channel("redis://127.0.0.1:6379/0", "rp:", b"another secret") != channel
+    # a cluster has database 0 only: its processes share the one channel
+    assert live_channel("redis+cluster://127.0.0.1:7000,127.0.0.1:7001", "rp:", SECRET) == channel
 
 
 def test_a_viewer_on_one_process_sees_the_other_ones_streams_filtered_by_tenant(
@@ -185,7 +205,7 @@ def test_close_ends_a_task_that_lost_its_cancellation(
     monkeypatch.setattr(RedisLiveFeed, "_census", census)
 
     async def scenario() -> None:
-        feed = RedisLiveFeed(redis_server.url, prefix="rp-live-close:")
+        feed = RedisLiveFeed(redis_server.url, prefix="rp-live-close:", secret=SECRET)
         await feed.start()
         await asyncio.sleep(0.05)
         closing = asyncio.create_task(feed.close())

@@ -2,7 +2,10 @@
 
 The body, method, query string and headers (minus hop-by-hop ones) go to the
 upstream of the route the request's `model` selects (or the default route);
-the answer comes back with its status, headers and body, streamed.
+the answer comes back with its status, headers and body, streamed. The model
+is read from any body that is a JSON object, whatever its Content-Type says:
+upstreams parse such a body as JSON regardless, so a Content-Type must not
+take a request past the routes' model globs.
 
 The path goes as the client wrote it (percent-escapes kept), below the
 route's base URL, and never above it: a path with a `.` or `..` segment, in
@@ -14,7 +17,9 @@ route keys that the upstream quotes back are masked.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+from typing import Any
 from urllib.parse import unquote_to_bytes
 
 import orjson
@@ -26,14 +31,13 @@ from proxy.api.asgi import (
     Scope,
     Send,
     encode_headers,
-    header,
     read_body,
     request_headers,
     send_error,
 )
 from proxy.api.trace import Trace
 from proxy.config import Route
-from proxy.errors import BadRequest, ProxyError, ServerShuttingDown
+from proxy.errors import BadRequest, ProxyError, ServerShuttingDown, require_type
 from proxy.exchange import Planner, upstream_headers
 from proxy.runtime import Runtime
 from proxy.upstream import Upstream, UpstreamReadError, response_headers
@@ -60,7 +64,7 @@ class PassthroughEndpoint:
             authorization = self.planner.authorize(headers)
             trace.tenant = self.rt.tenant(authorization)
             body = await read_body(receive, config.limits.max_body_bytes)
-            route = self.planner.route(_model_of(body, header(headers, "content-type")))
+            route = self.planner.route(model_of(body))
             trace.route = route.name
         except ProxyError as exc:
             trace.fields["error"] = exc.code
@@ -70,7 +74,7 @@ class PassthroughEndpoint:
             return
         watch = DisconnectWatch(receive)
         try:
-            await self._forward(scope, trace, route, suffix, headers, authorization, body)
+            await self._forward(scope, trace, route, suffix, headers, body)
             watch.complete = True
         except ProxyError as exc:
             trace.fields["error"] = exc.code
@@ -104,7 +108,6 @@ class PassthroughEndpoint:
         route: Route,
         suffix: str,
         headers: list[tuple[str, str]],
-        authorization: str | None,
         body: bytes,
     ) -> None:
         out = upstream_headers(headers, route, json=False)
@@ -171,12 +174,42 @@ def upstream_suffix(scope: Scope) -> str:
     return suffix + "?" + query.decode("latin-1") if query else suffix
 
 
-def _model_of(body: bytes, content_type: str | None) -> str | None:
-    if not body or not (content_type or "").startswith("application/json"):
+# whitespace, byte-order marks and UTF-16/32 padding, then the opening brace
+_OBJECT_START = re.compile(rb"[ \t\r\n\x00\xef\xbb\xbf\xfe\xff]*\{")
+
+
+def model_of(body: bytes) -> str | None:
+    """The `model` of a body that is a JSON object, whatever the request's
+    Content-Type (media types are case-insensitive, and upstreams parse the
+    body as JSON regardless); None for a body that is not one (a multipart
+    upload) or names none. A `model` that is not a string is a BadRequest:
+    no glob can match it, and an upstream may still read it; so is a body
+    that starts like a JSON object and does not parse here."""
+    if not body:
         return None
+    data = _json_of(body)
+    if data is None and _OBJECT_START.match(body):
+        # what the proxy cannot read, an upstream's parser may (nested deeper
+        # than ours allow, comments...): not sent on to the default route
+        raise BadRequest(
+            "The request body starts like a JSON object but does not parse.", code="invalid_json"
+        )
+    if not isinstance(data, dict):
+        return None
+    require_type(data, "model", str)
+    model: str | None = data.get("model")
+    return model
+
+
+def _json_of(body: bytes) -> Any:
+    """The body as JSON, or None. What orjson refuses and Python's json
+    reads (a byte-order mark, UTF-16 or UTF-32, NaN), an upstream written in
+    Python reads too, so it counts."""
     try:
-        data = orjson.loads(body)
+        return orjson.loads(body)
     except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError included
         return None
-    model = data.get("model") if isinstance(data, dict) else None
-    return model if isinstance(model, str) else None

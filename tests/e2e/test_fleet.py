@@ -361,3 +361,52 @@ def test_one_live_view_shows_every_workers_turns(
             assert view.of(conversation, "turn_start"), conversation
             assert view.of(conversation, "turn_end")[-1]["complete"] is True
     view.join()
+
+
+def test_deployments_on_other_databases_or_secrets_see_none_of_each_others_streams(
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    """An audit found that the live feed crossed deployments: Redis pub/sub
+    ignores the database number, so an admin of a proxy on `/1` watched every
+    stream of a proxy on `/0`. Here A and A2 are one deployment (database 0,
+    one secret); B uses database 1 with A's secret, C database 0 with another
+    secret. A2's admin view seeing A's turns shows A publishes; B's and C's
+    admin views, watching all along, get none of them."""
+    admin = f"admin-{uuid.uuid4().hex[:8]}"
+    key = f"sk-deploy-{uuid.uuid4().hex[:8]}"
+    config = str(kimi_config(tmp_path, upstream))
+    server = redis_server.url.rsplit("/", 1)[0]
+    db0, db1 = server + "/0", server + "/1"
+
+    def replica(name: str, store: str, secret: str) -> ProxyProcess:
+        env = {"REASONING_PROXY_SECRET": secret, "REASONING_PROXY_ADMIN_TOKEN": admin}
+        return ProxyProcess(
+            ["--config", config, "--store", store], log=tmp_path / f"{name}.log", env=env
+        )
+
+    with (
+        replica("a", db0, "secret-one") as a,
+        replica("a2", db0, "secret-one") as a2,
+        replica("b", db1, "secret-one") as b,
+        replica("c", db0, "secret-two") as c,
+    ):
+        others = {"B": LiveView(b.base, admin).start(), "C": LiveView(c.base, admin).start()}
+        same = LiveView(a2.base, admin).start()
+
+        def on_a(conversation: str) -> None:
+            _answered_turn(upstream, a.url, key, conversation)
+
+        _until_live(same, on_a, "A to publish to its own deployment's viewer")
+        sent = [f"deploy-{uuid.uuid4().hex[:8]}" for _ in range(3)]
+        for conversation in sent:
+            on_a(conversation)
+        wait_until(
+            lambda: all(same.of(c, "turn_end") for c in sent),
+            what="A's turns on A2's admin view",
+        )
+        time.sleep(1.0)  # time for a wrongly routed event to arrive
+        for name, view in others.items():
+            leaked = [e for e in list(view.events) if e["type"] != "hello"]
+            assert leaked == [], (name, leaked[:2])
+    for view in [*others.values(), same]:
+        view.join()

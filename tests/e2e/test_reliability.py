@@ -407,3 +407,144 @@ def test_the_openai_sdk_raises_the_status_error(upstream: FakeUpstream) -> None:
                 model="m", stream=True, messages=[{"role": "user", "content": "hi"}]
             )
     assert "Rate limit exceeded" in str(caught.value)
+
+
+# -- 10. pass-through keeps the routes' model restrictions ------------------------
+# An audit found that pass-through read the model only under a Content-Type
+# starting with lowercase `application/json`: any other spelling sent a paid
+# model to the first route's upstream, with its key.
+
+CHEAP_KEY = "sk-cheap-route-key-0123456789"
+
+
+def restricted_routes(cheap: FakeUpstream, other: FakeUpstream) -> dict[str, Any]:
+    """Only `cheap-*` (with a route key) and `other-*`, no catch-all."""
+    return {
+        "routes": [
+            {"name": "cheap", "models": ["cheap-*"], "upstream": cheap.url, "api_key": CHEAP_KEY},
+            {"name": "other", "models": ["other-*"], "upstream": other.url},
+        ]
+    }
+
+
+EXPENSIVE = b'{"model": "expensive-o1-pro", "input": "hello"}'
+EXPENSIVE_CHAT = b'{"model": "expensive-o1-pro", "messages": [{"role": "user", "content": "hi"}]}'
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type", "body"),
+    [
+        ("/v1/embeddings", "Application/JSON", EXPENSIVE),
+        ("/v1/embeddings", "APPLICATION/JSON; charset=utf-8", EXPENSIVE),
+        ("/v1/embeddings", "application/json; charset=utf-8", EXPENSIVE),
+        ("/v1/embeddings", "text/plain", EXPENSIVE),
+        ("/v1/embeddings", None, EXPENSIVE),
+        ("/v1/embeddings", "application/x-www-form-urlencoded", EXPENSIVE),
+        # what Python's json (FastAPI, vLLM...) reads and orjson does not
+        ("/v1/embeddings", "text/plain", b"\xef\xbb\xbf" + EXPENSIVE),
+        ("/v1/embeddings", "text/plain", EXPENSIVE.decode().encode("utf-16")),
+        ("/v1/embeddings", "text/plain", b'{"model": "expensive-o1-pro", "dimensions": NaN}'),
+        ("/v1/chat/completions/", "text/plain", EXPENSIVE_CHAT),
+        ("/v1//chat/completions", "text/plain", EXPENSIVE_CHAT),
+    ],
+    ids=[
+        "mixed-case",
+        "upper-case-charset",
+        "charset",
+        "text-plain",
+        "no-content-type",
+        "form-urlencoded",
+        "utf-8-bom",
+        "utf-16",
+        "nan",
+        "chat-trailing-slash",
+        "chat-double-slash",
+    ],
+)
+def test_a_model_no_route_serves_is_404_whatever_the_content_type(
+    path: str, content_type: str | None, body: bytes
+) -> None:
+    cheap, other = FakeUpstream().start(), FakeUpstream().start()
+    headers = {**KEY, **({"Content-Type": content_type} if content_type else {})}
+    try:
+        with running_proxy(restricted_routes(cheap, other)) as proxy:
+            r = httpx.post(f"{proxy.base}{path}", content=body, headers=headers, timeout=30)
+        assert r.status_code == 404, r.text
+        assert r.json()["error"]["code"] == "model_not_found"
+        assert cheap.requests == []
+        assert other.requests == []
+    finally:
+        cheap.stop()
+        other.stop()
+
+
+def test_a_json_body_under_any_content_type_goes_to_its_models_route() -> None:
+    cheap, other = FakeUpstream().start(), FakeUpstream().start()
+    try:
+        with running_proxy(restricted_routes(cheap, other)) as proxy:
+            r = httpx.post(
+                f"{proxy.url}/embeddings",
+                content=b'{"model": "other-embed", "input": "hello"}',
+                headers={**KEY, "Content-Type": "text/plain"},
+                timeout=30,
+            )
+            wrong_type = httpx.post(
+                f"{proxy.url}/embeddings",
+                content=b'{"model": ["expensive-o1-pro"], "input": "hello"}',
+                headers={**KEY, "Content-Type": "text/plain"},
+                timeout=30,
+            )
+            # deeper than the proxy's parsers go, not than every upstream's
+            too_deep = httpx.post(
+                f"{proxy.url}/embeddings",
+                content=b'{"model": "expensive-o1-pro", "x": ' + b"[" * 1100 + b"]" * 1100 + b"}",
+                headers={**KEY, "Content-Type": "text/plain"},
+                timeout=30,
+            )
+            # a body that is not JSON names no model: the default route, as before
+            upload = httpx.post(
+                f"{proxy.url}/files",
+                files={"file": ("a.jsonl", b'{"model": "expensive-o1-pro"}\n')},
+                data={"purpose": "batch"},
+                headers=KEY,
+                timeout=30,
+            )
+        assert r.status_code == 200
+        assert other.requests[0].headers["Authorization"] == KEY["Authorization"]
+        assert wrong_type.status_code == 400
+        assert wrong_type.json()["error"]["param"] == "model"
+        assert too_deep.status_code == 400
+        assert too_deep.json()["error"]["code"] == "invalid_json"
+        assert upload.status_code == 200
+        assert [q.path for q in cheap.requests] == ["/v1/files"]
+        assert cheap.requests[0].headers["Authorization"] == f"Bearer {CHEAP_KEY}"
+        assert len(other.requests) == 1
+    finally:
+        cheap.stop()
+        other.stop()
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/chat/completions/", "/v1//chat/completions", "/v1/chat//completions/"]
+)
+def test_the_chat_path_with_extra_slashes_is_the_chat_door(
+    upstream: FakeUpstream, path: str
+) -> None:
+    """Not pass-through: the chat door's checks apply (here: a bad setting)."""
+    with running_proxy(tenant_route(upstream)) as proxy:
+        bad = httpx.post(
+            f"{proxy.base}{path}",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            headers={**KEY, "X-Reasoning-Format": "bogus"},
+            timeout=30,
+        )
+        ok = httpx.post(
+            f"{proxy.base}{path}",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            headers=KEY,
+            timeout=30,
+        )
+    assert bad.status_code == 400
+    assert bad.json()["error"]["code"] == "invalid_reasoning_setting"
+    assert ok.status_code == 200
+    assert [r.path for r in upstream.requests] == ["/tenant-x/v1/chat/completions"]

@@ -201,7 +201,8 @@ def test_redis_cli_reshard_under_traffic_loses_no_turn(
 
 def test_the_live_view_goes_through_the_cluster(redis_cluster: LocalCluster) -> None:
     async def scenario() -> None:
-        a, b = RedisLiveFeed(redis_cluster.url), RedisLiveFeed(redis_cluster.url)
+        a = RedisLiveFeed(redis_cluster.url, secret=b"cluster-secret")
+        b = RedisLiveFeed(redis_cluster.url, secret=b"cluster-secret")
         await a.start()
         await b.start()
         try:
