@@ -182,6 +182,24 @@ def test_a_stream_that_ends_early_fails() -> None:
     assert reader.turn().complete is False
 
 
+NOT_JSON = b"event: response.output_text.delta\ndata: {not json\n\n"
+
+
+def test_an_event_that_is_not_json_fails_the_stream() -> None:
+    # it went out as a bare `data: {not json` (its event line dropped), and the
+    # stream went on to response.completed
+    at = TAGGED.index(b"event: response.output_text.done")
+    reader = NativeResponses(DEFAULT_TAG_SET)
+    evs = events(run(reader, TAGGED[:at] + NOT_JSON + TAGGED[at:]))
+    assert evs[-1]["type"] == "response.failed"
+    assert "not JSON" in evs[-1]["response"]["error"]["message"]
+    assert Response.model_validate(evs[-1]["response"]).status == "failed"
+    assert reader.state == FAILED
+    turn = reader.turn()
+    assert turn.complete is False
+    assert turn.parts[0] == ThinkingBlock("I should greet.", "think_tag")
+
+
 @given(st.lists(st.integers(min_value=0, max_value=60), max_size=80))
 def test_any_split_gives_the_same_events(pieces: list[int]) -> None:
     assert run(NativeResponses(DEFAULT_TAG_SET), TAGGED, pieces) == run(

@@ -9,10 +9,11 @@ from typing import Any
 
 import httpx
 import openai
+import orjson
 import pytest
 
 from tests.harness import FakeUpstream, Json, ProxyServer, Stream, route_config, running_proxy
-from tests.test_responses_native import BASE, message, upstream_stream
+from tests.test_responses_native import BASE, NOT_JSON, TAGGED, message, upstream_stream
 
 KEY = {"Authorization": "Bearer sk-native"}
 
@@ -117,3 +118,23 @@ def test_the_upstream_judges_its_own_continuations(
     r = httpx.post(f"{proxy.url}/responses", json=body, headers=KEY)
     assert r.status_code == 200, r.text
     assert upstream.requests[0].json == body
+
+
+def test_an_event_that_is_not_json_ends_the_stream_failed(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    # it reached the client as a bare `data: {not json`, then response.completed
+    at = TAGGED.index(b"event: response.output_text.done")
+    upstream.script(Stream([TAGGED[:at], NOT_JSON, TAGGED[at:]], done=False))
+    body = {"model": "qwen3", "input": "Hi", "stream": True}
+    r = httpx.post(f"{proxy.url}/responses", json=body, headers=KEY, timeout=30)
+    assert r.status_code == 200
+    assert b"{not json" not in r.content
+    assert b"response.completed" not in r.content
+    last = r.content.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
+    assert last.startswith(b"event: response.failed\n")
+    failed = orjson.loads(last.split(b"data: ", 1)[1])
+    assert "not JSON" in failed["response"]["error"]["message"]
+    conversation = r.headers["x-conversation-id"]
+    stored = httpx.get(f"{proxy.url}/conversations/{conversation}", headers=KEY).json()
+    assert stored["turns"][0]["complete"] is False

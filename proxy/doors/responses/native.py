@@ -20,7 +20,8 @@ turn (reasoning, text, tool calls, usage) is built from the output items
 for the store.
 
 Stream states: OPEN until `response.completed` / `response.incomplete`
-(DONE) or `response.failed` / `error` / a close before the end (FAILED);
+(DONE) or `response.failed` / `error` / an event that is not JSON / a close
+before the end (FAILED; the proxy's own failures end with `response.failed`);
 after that, input is ignored. A message item's `added` events are held
 until its first answer text (or its end), so a reasoning item split off its
 start comes before it; reasoning that follows answer text inside one
@@ -35,7 +36,7 @@ from typing import Any
 import orjson
 
 from proxy.reasoning.blocks import Part, SourceField, TextPart, ThinkingBlock, ToolCall, Turn
-from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment
+from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment, encode_event
 from proxy.reasoning.tags import Reasoning, TagSet, TagSplitter, Visible
 from proxy.sealing import PREFIX as ENVELOPE_PREFIX
 from proxy.settings import ReasoningSettings
@@ -170,9 +171,10 @@ class NativeResponses:
         try:
             event = orjson.loads(ev.data)
         except orjson.JSONDecodeError:
-            event = None
+            self._failed(out, "The upstream sent an event that is not JSON.")
+            return
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            out += (b"data: ", ev.data, b"\n\n")  # not ours to judge: as it came
+            out.append(encode_event(ev.data, ev.event))  # not ours to judge: as it came
             return
         kind = event["type"]
         if isinstance(event.get("response"), dict):
