@@ -200,6 +200,19 @@ def test_an_event_that_is_not_json_fails_the_stream() -> None:
     assert turn.parts[0] == ThinkingBlock("I should greet.", "think_tag")
 
 
+def test_a_line_over_the_bound_fails_the_stream() -> None:
+    # the decoder's SSELineTooLong escaped the reader (a broken connection, no turn)
+    long_delta = event("response.output_text.delta", item_id="msg_1", delta="x" * 1500)
+    at = TAGGED.index(b"event: response.output_text.done")
+    for data in (TAGGED[:at] + long_delta, TAGGED[:at] + long_delta[:-2]):  # fed, flushed
+        reader = NativeResponses(DEFAULT_TAG_SET, max_line_bytes=1024)
+        evs = events(run(reader, data, [at]))
+        assert evs[-1]["type"] == "response.failed"
+        assert "1024 bytes" in evs[-1]["response"]["error"]["message"]
+        assert reader.state == FAILED
+        assert reader.turn().complete is False
+
+
 @given(st.lists(st.integers(min_value=0, max_value=60), max_size=80))
 def test_any_split_gives_the_same_events(pieces: list[int]) -> None:
     assert run(NativeResponses(DEFAULT_TAG_SET), TAGGED, pieces) == run(

@@ -20,9 +20,9 @@ turn (reasoning, text, tool calls, usage) is built from the output items
 for the store.
 
 Stream states: OPEN until `response.completed` / `response.incomplete`
-(DONE) or `response.failed` / `error` / an event that is not JSON / a close
-before the end (FAILED; the proxy's own failures end with `response.failed`);
-after that, input is ignored. A message item's `added` events are held
+(DONE) or `response.failed` / `error` / an event that is not JSON / a line
+over the bound / a close before the end (FAILED; the proxy's own failures
+end with `response.failed`); after that, input is ignored. A message item's `added` events are held
 until its first answer text (or its end), so a reasoning item split off its
 start comes before it; reasoning that follows answer text inside one
 message goes into a reasoning item after it.
@@ -36,7 +36,14 @@ from typing import Any
 import orjson
 
 from proxy.reasoning.blocks import Part, SourceField, TextPart, ThinkingBlock, ToolCall, Turn
-from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment, encode_event
+from proxy.reasoning.sse import (
+    SSEComment,
+    SSEDecoder,
+    SSEEvent,
+    SSELineTooLong,
+    encode_comment,
+    encode_event,
+)
 from proxy.reasoning.tags import Reasoning, TagSet, TagSplitter, Visible
 from proxy.sealing import PREFIX as ENVELOPE_PREFIX
 from proxy.settings import ReasoningSettings
@@ -139,14 +146,22 @@ class NativeResponses:
 
     def feed(self, data: bytes) -> bytes:
         out: list[bytes] = []
-        for ev in self._decoder.feed(data):
+        try:
+            events = self._decoder.feed(data)
+        except SSELineTooLong as exc:
+            return self.abort("upstream_line_too_long", str(exc))
+        for ev in events:
             self._event(ev, out)
         return b"".join(out)
 
     def finish(self) -> bytes:
         """The upstream closed the stream."""
         out: list[bytes] = []
-        for ev in self._decoder.flush():
+        try:
+            events = self._decoder.flush()
+        except SSELineTooLong as exc:
+            return self.abort("upstream_line_too_long", str(exc))
+        for ev in events:
             self._event(ev, out)
         if self.state == OPEN:
             self._failed(out, "The upstream closed the stream before the response ended.")
