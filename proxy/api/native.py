@@ -26,6 +26,7 @@ from proxy.api.trace import Trace
 from proxy.errors import UpstreamError
 from proxy.exchange import Exchange
 from proxy.reasoning.blocks import Turn
+from proxy.reasoning.normalizer import StreamFailure
 from proxy.upstream import (
     Response,
     Upstream,
@@ -47,7 +48,7 @@ class NativeReader(Protocol):
 
     def finish(self) -> bytes: ...
 
-    def abort(self, code: str, message: str) -> bytes: ...
+    def abort(self, failure: StreamFailure) -> bytes: ...
 
     def whole(self, body: dict[str, Any]) -> dict[str, Any]: ...
 
@@ -115,7 +116,7 @@ async def _stream(
     except UpstreamReadError as exc:
         failure = read_failure(exc)
         trace.upstream_error = FAILURE_KIND[failure.code]
-        out = reader.abort(failure.code, failure.message)
+        out = reader.abort(failure)
     trace.outcome = "complete" if reader.state == DONE else "failed"
     await door._remember(ex, reader.turn())
     state.complete = True

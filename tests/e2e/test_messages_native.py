@@ -274,3 +274,22 @@ def test_a_client_that_drops_thinking_gets_it_from_the_store(upstream: FakeUpstr
     sent = messages_requests(upstream)[1].json["messages"][1]["content"]
     assert sent[0] == {"type": "thinking", "thinking": "Whole thought.", "signature": "sig-stored"}
     assert sent[1]["type"] == "tool_use"
+
+
+def test_an_idle_timeout_mid_stream_is_a_timeout_error(upstream: FakeUpstream) -> None:
+    # it said api_error; the chat-upstream path says timeout_error
+    stream = anthropic_stream()
+    stream.hang_after = 3
+    upstream.script(stream)
+    body = {
+        "model": "m",
+        "max_tokens": 5,
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+    }
+    with running_proxy(native(upstream, timeouts={"idle": 0.5})) as proxy:
+        r = httpx.post(f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}, timeout=30)
+    name, error = parse_events(r.content)[-1]
+    assert name == "error"
+    assert error["error"]["type"] == "timeout_error"
+    assert error["error"]["message"] == "The upstream sent nothing within the idle timeout."

@@ -27,9 +27,10 @@ from typing import Any
 import orjson
 
 from proxy.doors.messages.request import Opener
-from proxy.doors.messages.shapes import error_object
+from proxy.doors.messages.shapes import error_from_openai
 from proxy.history.egress import AssistantMessage
 from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall, Turn
+from proxy.reasoning.normalizer import StreamFailure
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong, encode_event
 from proxy.settings import ReasoningSettings
 
@@ -240,10 +241,13 @@ class NativeReader:
             return b""
         return self._fail("upstream_closed", "The upstream closed the stream before it finished.")
 
-    def abort(self, code: str, message: str) -> bytes:
+    def abort(self, failure: StreamFailure) -> bytes:
+        """The proxy ends the stream (idle timeout, a broken connection): an
+        error event whose type follows the failure's (`timeout_error` for
+        the idle timeout, as on the chat path)."""
         if self.state != OPEN:
             return b""
-        return self._fail(code, message)
+        return self._fail(failure.code, failure.message, failure.type)
 
     def whole(self, message: Json) -> Json:
         """A whole Message, its thinking signatures sealed; the turn is read."""
@@ -354,8 +358,8 @@ class NativeReader:
                 block.text.append(value)
         return passed
 
-    def _fail(self, code: str, message: str) -> bytes:
+    def _fail(self, code: str, message: str, kind: str = "upstream_error") -> bytes:
         self.state = FAILED
         self.error = code
-        error = error_object("api_error", message)
+        error = error_from_openai({"type": kind, "message": message})
         return encode_event(orjson.dumps(error), "error")

@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 
 from proxy.reasoning.blocks import Part, SourceField, TextPart, ThinkingBlock, ToolCall, Turn
+from proxy.reasoning.normalizer import StreamFailure
 from proxy.reasoning.sse import (
     SSEComment,
     SSEDecoder,
@@ -149,7 +150,7 @@ class NativeResponses:
         try:
             events = self._decoder.feed(data)
         except SSELineTooLong as exc:
-            return self.abort("upstream_line_too_long", str(exc))
+            return self.abort(StreamFailure("upstream_line_too_long", str(exc)))
         for ev in events:
             self._event(ev, out)
         return b"".join(out)
@@ -160,20 +161,20 @@ class NativeResponses:
         try:
             events = self._decoder.flush()
         except SSELineTooLong as exc:
-            return self.abort("upstream_line_too_long", str(exc))
+            return self.abort(StreamFailure("upstream_line_too_long", str(exc)))
         for ev in events:
             self._event(ev, out)
         if self.state == OPEN:
             self._failed(out, "The upstream closed the stream before the response ended.")
         return b"".join(out)
 
-    def abort(self, code: str, message: str) -> bytes:
+    def abort(self, failure: StreamFailure) -> bytes:
         """The proxy ends the stream (idle timeout, a broken connection);
         the Responses API's `response.failed` carries the message."""
         if self.state != OPEN:
             return b""
         out: list[bytes] = []
-        self._failed(out, message)
+        self._failed(out, failure.message)
         return b"".join(out)
 
     def _event(self, ev: SSEEvent | SSEComment, out: list[bytes]) -> None:
