@@ -134,7 +134,10 @@ def test_an_event_that_is_not_json_ends_the_stream_failed(
     last = r.content.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
     assert last.startswith(b"event: response.failed\n")
     failed = orjson.loads(last.split(b"data: ", 1)[1])
-    assert "not JSON" in failed["response"]["error"]["message"]
+    assert failed["response"]["error"] == {
+        "code": "server_error",
+        "message": "The upstream sent an event that is not JSON. (malformed_upstream_event)",
+    }
     conversation = r.headers["x-conversation-id"]
     stored = httpx.get(f"{proxy.url}/conversations/{conversation}", headers=KEY).json()
     assert stored["turns"][0]["complete"] is False

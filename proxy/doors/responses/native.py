@@ -35,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from proxy.doors.responses.objects import error_of
 from proxy.reasoning.blocks import Part, SourceField, TextPart, ThinkingBlock, ToolCall, Turn
 from proxy.reasoning.normalizer import StreamFailure
 from proxy.reasoning.sse import (
@@ -165,7 +166,8 @@ class NativeResponses:
         for ev in events:
             self._event(ev, out)
         if self.state == OPEN:
-            self._failed(out, "The upstream closed the stream before the response ended.")
+            message = "The upstream closed the stream before the response ended."
+            self._failed(out, "upstream_closed", message)
         return b"".join(out)
 
     def abort(self, failure: StreamFailure) -> bytes:
@@ -174,7 +176,7 @@ class NativeResponses:
         if self.state != OPEN:
             return b""
         out: list[bytes] = []
-        self._failed(out, failure.message)
+        self._failed(out, failure.code, failure.message)
         return b"".join(out)
 
     def _event(self, ev: SSEEvent | SSEComment, out: list[bytes]) -> None:
@@ -187,7 +189,9 @@ class NativeResponses:
         try:
             event = orjson.loads(ev.data)
         except orjson.JSONDecodeError:
-            self._failed(out, "The upstream sent an event that is not JSON.")
+            self._failed(
+                out, "malformed_upstream_event", "The upstream sent an event that is not JSON."
+            )
             return
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             out.append(encode_event(ev.data, ev.event))  # not ours to judge: as it came
@@ -303,11 +307,13 @@ class NativeResponses:
         item = self._keep(index, _reasoning_item(item_id, text))
         self._emit_raw(out, "response.output_item.done", output_index=index, item=item)
 
-    def _failed(self, out: list[bytes], message: str) -> None:
+    def _failed(self, out: list[bytes], code: str, message: str) -> None:
+        """The proxy ends the stream: `response.failed`, its own code in the
+        message (as on the chat-upstream path)."""
         self.state = FAILED
         base = self._response or {"id": "resp_unknown", "object": "response", "output": []}
         response = self._final({**base, "status": "failed"})
-        response["error"] = {"code": "server_error", "message": message}
+        response["error"] = error_of(code, message)
         self._emit_raw(out, "response.failed", response=response)
 
     # -- writing events ------------------------------------------------------------------
