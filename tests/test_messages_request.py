@@ -189,6 +189,10 @@ def test_a_tool_result_without_its_tool_use_is_refused() -> None:
         ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens"),
         ({"output_config": {"effort": "extreme"}}, "output_config.effort"),
         ({"tool_choice": {"type": "sometimes"}}, "tool_choice.type"),
+        # the top-level system is itself the list of blocks (it said system.content[0])
+        ({"system": [{"type": "image"}]}, "system[0]"),
+        ({"system": [{"text": "x"}]}, "system[0]"),
+        ({"system": [{"type": "text", "text": 1}]}, "system[0].text"),
     ],
 )
 def test_malformed_input_is_a_bad_request_naming_where(body: dict[str, Any], where: str) -> None:

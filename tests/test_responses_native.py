@@ -15,6 +15,7 @@ from pydantic import TypeAdapter
 
 from proxy.doors.responses.native import DONE, FAILED, NativeResponses, native_request
 from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall
+from proxy.reasoning.normalizer import StreamFailure
 from proxy.reasoning.tags import DEFAULT_TAG_SET
 from proxy.settings import ReasoningSettings
 
@@ -180,6 +181,64 @@ def test_a_stream_that_ends_early_fails() -> None:
     assert Response.model_validate(evs[-1]["response"]).status == "failed"
     assert reader.state == FAILED
     assert reader.turn().complete is False
+
+
+NOT_JSON = b"event: response.output_text.delta\ndata: {not json\n\n"
+
+
+def test_an_event_that_is_not_json_fails_the_stream() -> None:
+    # it went out as a bare `data: {not json` (its event line dropped), and the
+    # stream went on to response.completed
+    at = TAGGED.index(b"event: response.output_text.done")
+    reader = NativeResponses(DEFAULT_TAG_SET)
+    evs = events(run(reader, TAGGED[:at] + NOT_JSON + TAGGED[at:]))
+    assert evs[-1]["type"] == "response.failed"
+    assert "not JSON" in evs[-1]["response"]["error"]["message"]
+    assert Response.model_validate(evs[-1]["response"]).status == "failed"
+    assert reader.state == FAILED
+    turn = reader.turn()
+    assert turn.complete is False
+    assert turn.parts[0] == ThinkingBlock("I should greet.", "think_tag")
+
+
+def test_a_line_over_the_bound_fails_the_stream() -> None:
+    # the decoder's SSELineTooLong escaped the reader (a broken connection, no turn)
+    long_delta = event("response.output_text.delta", item_id="msg_1", delta="x" * 1500)
+    at = TAGGED.index(b"event: response.output_text.done")
+    for data in (TAGGED[:at] + long_delta, TAGGED[:at] + long_delta[:-2]):  # fed, flushed
+        reader = NativeResponses(DEFAULT_TAG_SET, max_line_bytes=1024)
+        evs = events(run(reader, data, [at]))
+        assert evs[-1]["type"] == "response.failed"
+        assert "1024 bytes" in evs[-1]["response"]["error"]["message"]
+        assert reader.state == FAILED
+        assert reader.turn().complete is False
+
+
+def test_the_proxys_own_failures_name_their_code() -> None:
+    # the README promises the proxy's code in response.failed's message, as
+    # the chat-upstream path words it; it was the bare message
+    at = TAGGED.index(b"event: response.output_text.done")
+    cut = NativeResponses(DEFAULT_TAG_SET)
+    cut_out = run(cut, TAGGED[:at])
+    idle = NativeResponses(DEFAULT_TAG_SET)
+    idle_out = idle.feed(TAGGED[:at]) + idle.abort(
+        StreamFailure("upstream_timeout", "Nothing came.", "timeout_error")
+    )
+    bad = NativeResponses(DEFAULT_TAG_SET)
+    bad_out = run(bad, TAGGED[:at] + NOT_JSON)
+    errors = [events(out)[-1]["response"]["error"] for out in (cut_out, idle_out, bad_out)]
+    assert errors == [
+        {
+            "code": "server_error",
+            "message": "The upstream closed the stream before the response ended. "
+            "(upstream_closed)",
+        },
+        {"code": "server_error", "message": "Nothing came. (upstream_timeout)"},
+        {
+            "code": "server_error",
+            "message": "The upstream sent an event that is not JSON. (malformed_upstream_event)",
+        },
+    ]
 
 
 @given(st.lists(st.integers(min_value=0, max_value=60), max_size=80))

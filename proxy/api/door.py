@@ -151,7 +151,7 @@ class Door:
         )
 
         async def stream(response: Response) -> None:
-            normalizer = state.normalizer = StreamNormalizer(options)
+            normalizer = state.reader = StreamNormalizer(options)
             if rt.live.active:
                 normalizer.watch()
                 self._watch(ex)
@@ -269,7 +269,7 @@ class Door:
     async def _cut_short(self, trace: Trace, state: Progress) -> None:
         """The server's shutdown grace period ended before the response did: a
         started stream ends with an error event (no [DONE]), a response not yet
-        started is a 503. The normalizer's turn then says `complete: false`."""
+        started is a 503. The reader's turn then says `complete: false`."""
         trace.outcome = "shutdown"
         if state.complete:
             return  # the response had ended; only the work after it was cut
@@ -277,9 +277,9 @@ class Door:
         error = ServerShuttingDown("The server is shutting down; the response was cut short.")
         trace.fields["error"] = "server_shutting_down"
         out = b""
-        if state.normalizer is not None:
+        if state.reader is not None:
             failure = StreamFailure("server_shutting_down", error.message, error.type)
-            out = state.normalizer.abort(failure)
+            out = state.reader.abort(failure)
             if state.encoder is not None:
                 out = state.encoder.feed(out) + state.encoder.flush()
         if state.started:

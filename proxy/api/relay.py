@@ -8,12 +8,17 @@ event, is answered with a real status rather than a 200 and an error event.
 Configured route keys that the upstream quotes are masked. The turn is
 stored before the client gets the stream's last bytes, so a client that
 sends its next request right away finds it.
+
+The relay reads through a `StreamReader`: the chat normalizer on the one
+path, or a door's own reader when the upstream speaks the door's API
+(`proxy.api.native`); the early error is then written in the door's shape.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from proxy.api.asgi import DisconnectWatch, Receive, Send, encode_headers, send_bytes
 from proxy.api.encoder import Encoder
@@ -23,7 +28,8 @@ from proxy.errors import upstream_error_body
 from proxy.exchange import Exchange
 from proxy.keymask import KeyMask
 from proxy.reasoning.blocks import Turn
-from proxy.reasoning.normalizer import DONE, OPEN, StreamNormalizer, error_body
+from proxy.reasoning.normalizer import DONE, OPEN, StreamFailure, error_body
+from proxy.reasoning.tap import Tap
 from proxy.upstream import (
     Response,
     Upstream,
@@ -33,6 +39,39 @@ from proxy.upstream import (
 )
 
 Remember = Callable[[Turn | None], Awaitable[None]]
+ErrorShape = Callable[[int, bytes], bytes]  # an OpenAI-shaped error body -> the door's
+
+
+class StreamReader(Protocol):
+    """Reads one upstream stream, sans-IO: `feed()` per read, `finish()` at its
+    end, `abort()` when the proxy stops it, each returning the bytes for the
+    client. `state` is "open", then "done" or "failed". `seen_data`: a data
+    event (not only keep-alives) came; `first_error`: the error object of a
+    first event that is an error; `failure`: why the proxy ended the stream
+    (None while open, at a clean end, or when the upstream ended it itself)."""
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def seen_data(self) -> bool: ...
+
+    @property
+    def first_error(self) -> Any: ...
+
+    @property
+    def failure(self) -> StreamFailure | None: ...
+
+    @property
+    def tap(self) -> Tap | None: ...
+
+    def feed(self, data: bytes) -> bytes: ...
+
+    def finish(self) -> bytes: ...
+
+    def abort(self, failure: StreamFailure) -> bytes: ...
+
+    def turn(self) -> Turn: ...
 
 
 def stream_headers(ex: Exchange, response: Response, mask: KeyMask | None) -> list[tuple[str, str]]:
@@ -52,46 +91,57 @@ class Progress(DisconnectWatch):
     """How far a response got, shared with the watch on the client: once
     `complete`, a disconnect no longer cancels the work after it."""
 
-    __slots__ = ("encoder", "normalizer", "started")
+    __slots__ = ("encoder", "reader", "started")
 
     def __init__(self, receive: Receive, encoder: Encoder | None = None) -> None:
         super().__init__(receive)
         self.started = False
-        self.normalizer: StreamNormalizer | None = None
+        self.reader: StreamReader | None = None
         self.encoder = encoder  # the door's wire, when it is not chat completions
 
     def turn(self) -> Turn | None:
-        return self.normalizer.turn() if self.normalizer is not None else None
+        return self.reader.turn() if self.reader is not None else None
 
 
 class StreamRelay:
     """One stream's relay: `run()` once."""
 
-    __slots__ = ("ex", "mask", "normalizer", "remember", "response", "state", "trace")
+    __slots__ = (
+        "error_shape",
+        "ex",
+        "mask",
+        "reader",
+        "remember",
+        "response",
+        "state",
+        "trace",
+    )
 
     def __init__(
         self,
         ex: Exchange,
         response: Response,
-        normalizer: StreamNormalizer,
+        reader: StreamReader,
         trace: Trace,
         state: Progress,
         mask: KeyMask | None,
         remember: Remember,
+        error_shape: ErrorShape | None = None,
     ) -> None:
         self.ex = ex
         self.response = response
-        self.normalizer = normalizer
+        self.reader = reader
         self.trace = trace
         self.state = state
         self.mask = mask
         self.remember = remember
+        self.error_shape = error_shape  # for a door without an encoder
 
     async def run(self) -> None:
-        ex, response, normalizer, trace, state = (
+        ex, response, reader, trace, state = (
             self.ex,
             self.response,
-            self.normalizer,
+            self.reader,
             self.trace,
             self.state,
         )
@@ -99,9 +149,9 @@ class StreamRelay:
         masking = self.mask.stream() if self.mask is not None else None
         encoder = state.encoder
         read = response.read
-        feed = normalizer.feed
+        feed = reader.feed
         watcher = ex.watcher
-        tap = normalizer.tap
+        tap = reader.tap
         first = True
         held: list[bytes] | None = []  # what came before the first data event
         hold_until = time.monotonic() + ex.route.idle_timeout
@@ -113,17 +163,17 @@ class StreamRelay:
                         trace.upstream_first_byte()
                         first = False
                     if not data:
-                        out = normalizer.finish()
+                        out = reader.finish()
                         break
                     out = feed(data)
                     if tap is not None and tap.pairs and watcher is not None:
                         watcher.deltas(tap.pairs)
-                    if normalizer.state != OPEN:
+                    if reader.state != OPEN:
                         break  # [DONE], or a failure: `out` ends the stream
                     if held is not None:
-                        if normalizer.first_error is not None:
+                        if reader.first_error is not None:
                             break
-                        if not normalizer.seen_data and time.monotonic() < hold_until:
+                        if not reader.seen_data and time.monotonic() < hold_until:
                             held.append(out)
                             continue
                         out = b"".join(held) + out
@@ -137,18 +187,20 @@ class StreamRelay:
                         await send({"type": "http.response.body", "body": out, "more_body": True})
                         send = trace.inner  # the trace has seen the first byte
         except UpstreamReadError as exc:
-            out = normalizer.abort(read_failure(exc))
+            out = reader.abort(read_failure(exc))
         if tap is not None and tap.pairs and watcher is not None:
             watcher.deltas(tap.pairs)
-        failure = normalizer.failure
-        trace.outcome = "complete" if normalizer.state == DONE else "failed"
+        failure = reader.failure
+        trace.outcome = "complete" if reader.state == DONE else "failed"
         if failure is not None:
             trace.upstream_error = FAILURE_KIND.get(failure.code, "malformed")
-        if held is not None and normalizer.state != DONE:
+        if held is not None and (reader.first_error is not None or failure is not None):
             # nothing was sent yet: a real status, not a 200 and an error event
+            # (a failure the upstream announced itself after its first data
+            # event, in the same read, is relayed as it came)
             await self._early_failure()
             return
-        await self.remember(normalizer.turn())
+        await self.remember(reader.turn())
         state.complete = True
         if held is not None:
             out = b"".join(held) + out
@@ -158,7 +210,7 @@ class StreamRelay:
         if masking is not None:
             out = masking.feed(out) + masking.flush()
         await send({"type": "http.response.body", "body": out, "more_body": False})
-        if normalizer.state == DONE:
+        if reader.state == DONE:
             await Upstream.drain(response, 1.0)
 
     async def _start(self) -> None:
@@ -180,18 +232,18 @@ class StreamRelay:
         an error object (its own status, else 502; no turn is stored, as for an
         error status), or the upstream broke, went quiet or closed (502, 504 for
         the idle timeout; the empty turn is stored as incomplete)."""
-        ex, response, normalizer, trace, mask = (
+        ex, response, reader, trace, mask = (
             self.ex,
             self.response,
-            self.normalizer,
+            self.reader,
             self.trace,
             self.mask,
         )
         headers: list[tuple[str, str]] = []
-        if normalizer.first_error is not None:
+        if reader.first_error is not None:
             trace.upstream_error = "status"
             trace.fields["error"] = "upstream_error_event"
-            status, body = upstream_error_body(normalizer.first_error)
+            status, body = upstream_error_body(reader.first_error)
             ex.stored = True
             headers = [
                 (k, v)
@@ -199,16 +251,18 @@ class StreamRelay:
                 if k.lower() not in ("content-type", "cache-control", "x-accel-buffering")
             ]
         else:
-            failure = normalizer.failure
+            failure = reader.failure
             assert failure is not None
             trace.fields["error"] = failure.code
             status = 504 if failure.code == "upstream_timeout" else 502
             body = error_body(failure)
-            await self.remember(normalizer.turn())
+            await self.remember(reader.turn())
         headers = [("content-type", "application/json"), *headers, *ex.extra_headers]
         encoder = self.state.encoder
         if encoder is not None:
             headers, body = encoder.start_headers(headers), encoder.whole(status, body)
+        elif self.error_shape is not None:
+            body = self.error_shape(status, body)
         if mask is not None:
             headers, body = mask.headers(headers), mask.data(body)
         self.state.complete = True

@@ -271,8 +271,10 @@ def with_effort(headers: list[tuple[str, str]], effort: str | None) -> list[tupl
                 return headers
             return [*headers, (ENABLED_HEADER, "false")]
         if effort not in _NEAREST_EFFORT:
+            # the Responses API's efforts, each once (the settings may have them all)
+            allowed = ", ".join(dict.fromkeys(("none", *setting.choices, "xhigh")))
             raise BadRequest(
-                f"reasoning.effort must be one of: none, {setting.allowed}, xhigh.",
+                f"reasoning.effort must be one of: {allowed}.",
                 param="reasoning.effort",
                 code="invalid_reasoning_setting",
             ) from None

@@ -9,6 +9,7 @@ from typing import Any
 import anthropic
 import httpx
 import orjson
+import pytest
 
 from tests.harness import FakeUpstream, Json, Stream, route_config, running_proxy
 from tests.messages_wire import accumulate, parse_events, sdk_client
@@ -274,3 +275,82 @@ def test_a_client_that_drops_thinking_gets_it_from_the_store(upstream: FakeUpstr
     sent = messages_requests(upstream)[1].json["messages"][1]["content"]
     assert sent[0] == {"type": "thinking", "thinking": "Whole thought.", "signature": "sig-stored"}
     assert sent[1]["type"] == "tool_use"
+
+
+def test_an_idle_timeout_mid_stream_is_a_timeout_error(upstream: FakeUpstream) -> None:
+    # it said api_error; the chat-upstream path says timeout_error
+    stream = anthropic_stream()
+    stream.hang_after = 3
+    upstream.script(stream)
+    body = {
+        "model": "m",
+        "max_tokens": 5,
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+    }
+    with running_proxy(native(upstream, timeouts={"idle": 0.5})) as proxy:
+        r = httpx.post(f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}, timeout=30)
+    name, error = parse_events(r.content)[-1]
+    assert name == "error"
+    assert error["error"]["type"] == "timeout_error"
+    assert error["error"]["message"] == "The upstream sent nothing within the idle timeout."
+
+
+# -- an error as the stream's first event gets a real status --------------------------
+# (it came back as a 200 with the error event first)
+
+
+def stream_body() -> dict[str, Any]:
+    return {
+        "model": "m",
+        "max_tokens": 5,
+        "stream": True,
+        "messages": [{"role": "user", "content": "x"}],
+    }
+
+
+def test_an_error_event_first_gets_a_real_status(upstream: FakeUpstream) -> None:
+    error = {"type": "error", "error": {"type": "rate_limit_error", "message": "Slow down"}}
+    # a ping (Messages' keep-alive) before it does not end the wait
+    upstream.script(
+        Stream(
+            [ev("ping", {}), b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"],
+            delay=0.05,
+            done=False,
+        )
+    )
+    with running_proxy(native(upstream)) as proxy:
+        with pytest.raises(anthropic.RateLimitError) as caught:
+            client(proxy.base).messages.create(**stream_body())  # type: ignore[call-overload]
+        conversation = caught.value.response.headers["x-conversation-id"]
+        stored = httpx.get(
+            f"{proxy.url}/conversations/{conversation}",
+            headers={"Authorization": f"Bearer {KEY}"},
+        )
+    assert caught.value.status_code == 429
+    assert caught.value.body == error  # Anthropic's shape
+    assert stored.status_code == 404  # no turn: as for an error status
+
+
+def test_an_overloaded_error_first_is_a_503_overloaded_error(upstream: FakeUpstream) -> None:
+    error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    upstream.script(Stream([b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"], done=False))
+    with running_proxy(native(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/messages", json=stream_body(), headers={"x-api-key": KEY}, timeout=30
+        )
+    assert r.status_code == 503
+    assert r.json() == error
+
+
+def test_a_close_before_any_event_is_a_502(upstream: FakeUpstream) -> None:
+    stream = anthropic_stream()
+    stream.cut_after = 0
+    upstream.script(stream)
+    with running_proxy(native(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/messages", json=stream_body(), headers={"x-api-key": KEY}, timeout=30
+        )
+    assert r.status_code == 502
+    assert r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "api_error"

@@ -595,6 +595,22 @@ def test_reasoning_effort_is_the_effort_control(proxy: ProxyServer, upstream: Fa
     assert second["reasoning_effort"] == "high"  # the header wins
 
 
+def test_an_unknown_effort_lists_each_allowed_value_once(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    # it said "none, none, minimal, low, medium, high, xhigh, xhigh."
+    body = {"model": "m", "input": "x", "reasoning": {"effort": "ultra"}}
+    r = httpx.post(f"{proxy.url}/responses", json=body, headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 400
+    assert r.json()["error"] == {
+        "message": "reasoning.effort must be one of: none, minimal, low, medium, high, xhigh.",
+        "type": "invalid_request_error",
+        "param": "reasoning.effort",
+        "code": "invalid_reasoning_setting",
+    }
+    assert upstream.requests == []
+
+
 def test_an_upstream_error_keeps_its_status(proxy: ProxyServer, upstream: FakeUpstream) -> None:
     error = {"error": {"message": "Slow down", "type": "rate_limit_error", "code": "rate_limit"}}
     upstream.script(Json(error, status=429))

@@ -9,10 +9,11 @@ from typing import Any
 
 import httpx
 import openai
+import orjson
 import pytest
 
 from tests.harness import FakeUpstream, Json, ProxyServer, Stream, route_config, running_proxy
-from tests.test_responses_native import BASE, message, upstream_stream
+from tests.test_responses_native import BASE, NOT_JSON, TAGGED, message, upstream_stream
 
 KEY = {"Authorization": "Bearer sk-native"}
 
@@ -117,3 +118,91 @@ def test_the_upstream_judges_its_own_continuations(
     r = httpx.post(f"{proxy.url}/responses", json=body, headers=KEY)
     assert r.status_code == 200, r.text
     assert upstream.requests[0].json == body
+
+
+def test_an_event_that_is_not_json_ends_the_stream_failed(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    # it reached the client as a bare `data: {not json`, then response.completed
+    at = TAGGED.index(b"event: response.output_text.done")
+    upstream.script(Stream([TAGGED[:at], NOT_JSON, TAGGED[at:]], delay=0.05, done=False))
+    body = {"model": "qwen3", "input": "Hi", "stream": True}
+    r = httpx.post(f"{proxy.url}/responses", json=body, headers=KEY, timeout=30)
+    assert r.status_code == 200
+    assert b"{not json" not in r.content
+    assert b"response.completed" not in r.content
+    last = r.content.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
+    assert last.startswith(b"event: response.failed\n")
+    failed = orjson.loads(last.split(b"data: ", 1)[1])
+    assert failed["response"]["error"] == {
+        "code": "server_error",
+        "message": "The upstream sent an event that is not JSON. (malformed_upstream_event)",
+    }
+    conversation = r.headers["x-conversation-id"]
+    stored = httpx.get(f"{proxy.url}/conversations/{conversation}", headers=KEY).json()
+    assert stored["turns"][0]["complete"] is False
+
+
+# -- an error as the stream's first event gets a real status --------------------------
+# (it came back as a 200 with the error event first, and the turn was stored)
+
+
+def stream_body() -> dict[str, Any]:
+    return {"model": "qwen3", "input": "Hi", "stream": True}
+
+
+def test_an_error_event_first_gets_a_real_status(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    error = {"type": "error", "code": "rate_limit_exceeded", "message": "Slow down", "param": None}
+    first = b"event: error\ndata: " + orjson.dumps({**error, "sequence_number": 0}) + b"\n\n"
+    # a keep-alive comment before it does not end the wait
+    upstream.script(Stream([b": keep-alive\n\n", first], delay=0.05, done=False))
+    with sdk(proxy) as client, pytest.raises(openai.RateLimitError) as caught:
+        client.responses.create(model="qwen3", input="Hi", stream=True)
+    assert caught.value.status_code == 429
+    assert caught.value.body == {  # the chat shape, which is the Responses API's
+        "message": "Slow down",
+        "type": "upstream_error",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+    conversation = caught.value.response.headers["x-conversation-id"]
+    stored = httpx.get(f"{proxy.url}/conversations/{conversation}", headers=KEY)
+    assert stored.status_code == 404  # no turn: as for an error status
+
+
+def test_response_failed_first_gets_a_real_status(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    failed = {**BASE, "status": "failed", "output": []}
+    failed["error"] = {"code": "server_error", "message": "The model crashed."}
+    data = b"event: response.failed\ndata: " + orjson.dumps(
+        {"type": "response.failed", "sequence_number": 0, "response": failed}
+    )
+    upstream.script(Stream([data + b"\n\n"], done=False))
+    r = httpx.post(f"{proxy.url}/responses", json=stream_body(), headers=KEY, timeout=30)
+    assert r.status_code == 500
+    assert r.headers["content-type"].startswith("application/json")
+    assert r.json()["error"]["message"] == "The model crashed."
+    assert r.json()["error"]["code"] == "server_error"
+
+
+def test_a_close_before_any_event_is_a_502(proxy: ProxyServer, upstream: FakeUpstream) -> None:
+    upstream.script(Stream([TAGGED], cut_after=0, done=False))
+    r = httpx.post(f"{proxy.url}/responses", json=stream_body(), headers=KEY, timeout=30)
+    assert r.status_code == 502
+    assert r.json()["error"]["code"] in ("upstream_closed", "upstream_disconnected")
+
+
+def test_an_error_after_the_first_event_stays_an_event(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    created = TAGGED[: TAGGED.index(b"event: response.output_item.added")]
+    error = {"type": "error", "code": "server_error", "message": "late", "sequence_number": 1}
+    late = b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
+    upstream.script(Stream([created + late], done=False))  # one read: both at once
+    r = httpx.post(f"{proxy.url}/responses", json=stream_body(), headers=KEY, timeout=30)
+    assert r.status_code == 200
+    assert r.content.startswith(b"event: response.created\n")
+    assert b"event: error\n" in r.content

@@ -23,8 +23,11 @@ import pytest
 import yaml
 
 from tests.casefiles import chunk, read_stream
+from tests.e2e.test_messages_native import ev as anthropic_event
 from tests.harness import FakeUpstream, Hang, Stream, free_port
 from tests.stores.servers import wait_until
+from tests.test_responses_native import BASE, message
+from tests.test_responses_native import event as response_event
 
 KEY = {"Authorization": "Bearer sk-shutdown-test"}
 SECRET = "shutdown-test-secret"
@@ -264,6 +267,75 @@ def test_sigterm_drains_finishes_short_streams_and_cuts_long_ones(
     again.signal(signal.SIGTERM)
     assert again.wait(30) == 0  # nothing in flight: it stops at once
     assert_clean(again.output())
+
+
+def native_stream(base: str, path: str, body: dict[str, Any], started: threading.Event) -> bytes:
+    """One streamed answer of a native door, read to its end; `started` is
+    set at its first text."""
+    with (
+        httpx.Client(timeout=60) as client,
+        client.stream("POST", f"{base}/v1/{path}", json=body, headers=KEY) as r,
+    ):
+        data = b""
+        for raw in r.iter_raw():
+            data += raw
+            if b"w0" in data:
+                started.set()
+        return data
+
+
+def test_native_streams_cut_at_shutdown_end_with_their_doors_failure_event(
+    tmp_path: Path, upstream: FakeUpstream, serve: Any
+) -> None:
+    # they ended with no failure event at all (the cut body simply stopped)
+    at = {"item_id": "msg_1", "output_index": 0, "content_index": 0}
+    responses = [
+        response_event("response.created", response={**BASE, "status": "in_progress"}),
+        response_event("response.output_item.added", output_index=0, item=message("", "x")),
+        *(response_event("response.output_text.delta", **at, delta=f"w{i} ") for i in range(300)),
+    ]
+    start = {"id": "msg_up", "type": "message", "role": "assistant", "content": []}
+    messages = [
+        anthropic_event("message_start", {"message": start}),
+        anthropic_event("content_block_start", {"index": 0, "content_block": {"type": "text"}}),
+        *(
+            anthropic_event(
+                "content_block_delta",
+                {"index": 0, "delta": {"type": "text_delta", "text": f"w{i}"}},
+            )
+            for i in range(300)
+        ),
+    ]
+    # the requests go one after the other (the second once the first streams)
+    upstream.script(
+        Stream(responses, delay=0.1, done=False), Stream(messages, delay=0.1, done=False)
+    )
+    routes = [
+        {"name": "r", "models": ["r"], "upstream": upstream.url, "api": "responses"},
+        {"name": "m", "models": ["m"], "upstream": upstream.url, "api": "messages"},
+    ]
+    proxy = serve({**proxy_config(upstream, tmp_path, grace=1), "routes": routes})
+    user = [{"role": "user", "content": "hi"}]
+    with ThreadPoolExecutor(2) as pool:
+        futures = []
+        for path, body in (
+            ("responses", {"model": "r", "input": "hi", "stream": True}),
+            ("messages", {"model": "m", "max_tokens": 9, "stream": True, "messages": user}),
+        ):
+            started = threading.Event()
+            futures.append(pool.submit(native_stream, proxy.base, path, body, started))
+            wait_until(started.is_set, 15, f"the {path} stream to start")
+        proxy.signal(signal.SIGTERM)
+        responses_body, messages_body = (f.result(30) for f in futures)
+    assert proxy.wait(30) == 0
+    assert_clean(proxy.output())
+    name, data = responses_body.rstrip().rsplit(b"\n\n", 1)[-1].split(b"\n", 1)
+    assert name == b"event: response.failed"
+    error = orjson.loads(data.removeprefix(b"data: "))["response"]["error"]
+    assert error["message"].endswith("(server_shutting_down)")
+    name, data = messages_body.rstrip().rsplit(b"\n\n", 1)[-1].split(b"\n", 1)
+    assert name == b"event: error"
+    assert orjson.loads(data.removeprefix(b"data: "))["error"]["type"] == "api_error"
 
 
 def test_a_second_ctrl_c_ends_the_grace_period_at_once(

@@ -16,7 +16,10 @@ carries the envelope). `NativeReader` reads the stream (or a whole Message)
 into a Turn for the store: thinking blocks with their signatures, text,
 tool calls, stop reason and usage. Stream states: open until
 `message_stop` (done) or an `error` event (failed); an upstream that closes
-before `message_stop` gets an error event, and the turn is incomplete.
+before `message_stop` gets an error event, and the turn is incomplete. For
+the relay, `seen_data` says a data event other than `ping` came, and
+`first_error` holds the error of a first event that is an `error`, so the
+client can get a real status instead.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from typing import Any
 import orjson
 
 from proxy.doors.messages.request import Opener
-from proxy.doors.messages.shapes import error_object
+from proxy.doors.messages.shapes import error_from_openai
 from proxy.history.egress import AssistantMessage
 from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall, Turn
+from proxy.reasoning.normalizer import StreamFailure
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong, encode_event
 from proxy.settings import ReasoningSettings
 
@@ -215,6 +219,12 @@ class NativeReader:
         self._stop: Any = None
         self._usage: Json = {}
         self.error: str | None = None
+        # for the relay (proxy.api.relay.StreamReader): until the first data
+        # event (pings are keep-alives) the client's status is still open
+        self.seen_data = False
+        self.first_error: Any = None  # the error of a first event that is one
+        self.failure: StreamFailure | None = None  # why the proxy ended the stream
+        self.tap = None  # the live view reads the chat path only
 
     def feed(self, data: bytes) -> bytes:
         if self.state != OPEN:
@@ -222,7 +232,7 @@ class NativeReader:
         try:
             events = self._decoder.feed(data)
         except SSELineTooLong as exc:
-            return self._fail("upstream_line_too_long", str(exc))
+            return self._fail(StreamFailure("upstream_line_too_long", str(exc)))
         out: list[bytes] = []
         for ev in events:
             if self.state != OPEN:
@@ -238,12 +248,14 @@ class NativeReader:
         """The upstream closed the stream."""
         if self.state != OPEN:
             return b""
-        return self._fail("upstream_closed", "The upstream closed the stream before it finished.")
+        message = "The upstream closed the stream before it finished."
+        return self._fail(StreamFailure("upstream_closed", message))
 
-    def abort(self, code: str, message: str) -> bytes:
+    def abort(self, failure: StreamFailure) -> bytes:
+        """The proxy ends the stream (idle timeout, a broken connection)."""
         if self.state != OPEN:
             return b""
-        return self._fail(code, message)
+        return self._fail(failure)
 
     def whole(self, message: Json) -> Json:
         """A whole Message, its thinking signatures sealed; the turn is read."""
@@ -291,18 +303,33 @@ class NativeReader:
         artefacts = {"signature": signature} if isinstance(signature, str) and signature else {}
         return self.seal(text, artefacts)
 
-    def _event(self, ev: SSEEvent) -> bytes:
-        passed = encode_event(ev.data, ev.event)
+    def _first(self, ev: SSEEvent) -> None:
+        """The stream's first data event: an error there is kept in
+        `first_error` (the relay answers with its status)."""
+        self.seen_data = True
+        if ev.event != "error" and b"error" not in ev.data:
+            return  # the usual message_start: not parsed twice
         try:
             data = orjson.loads(ev.data)
         except orjson.JSONDecodeError:
-            return (
-                passed
-                if ev.event == "ping"
-                else self._fail(
-                    "malformed_upstream_event", "The upstream sent an event that is not JSON."
-                )
-            )
+            data = ev.data.decode(errors="replace")
+        if isinstance(data, dict) and (ev.event == "error" or data.get("type") == "error"):
+            error = data.get("error")
+            self.first_error = error if error is not None else data
+        elif ev.event == "error":
+            self.first_error = data
+
+    def _event(self, ev: SSEEvent) -> bytes:
+        passed = encode_event(ev.data, ev.event)
+        if not self.seen_data and ev.event != "ping":
+            self._first(ev)
+        try:
+            data = orjson.loads(ev.data)
+        except orjson.JSONDecodeError:
+            if ev.event == "ping":
+                return passed
+            message = "The upstream sent an event that is not JSON."
+            return self._fail(StreamFailure("malformed_upstream_event", message))
         if not isinstance(data, dict):
             return passed
         kind = data.get("type")
@@ -354,8 +381,12 @@ class NativeReader:
                 block.text.append(value)
         return passed
 
-    def _fail(self, code: str, message: str) -> bytes:
+    def _fail(self, failure: StreamFailure) -> bytes:
+        """The proxy ends the stream: an error event whose type follows the
+        failure's, as on the chat-upstream path (`timeout_error` for the idle
+        timeout, `api_error` for the rest)."""
         self.state = FAILED
-        self.error = code
-        error = error_object("api_error", message)
+        self.failure = failure
+        self.error = failure.code
+        error = error_from_openai({"type": failure.type, "message": failure.message})
         return encode_event(orjson.dumps(error), "error")

@@ -123,7 +123,9 @@ class _Translator:
                 if key not in ("role", "content"):
                     self.drop(f"messages[].{key}")
             if role == "system":  # a system message mid-conversation (newer clients)
-                out.append({"role": "system", "content": _system(content, self, where)})
+                out.append(
+                    {"role": "system", "content": _system(content, self, f"{where}.content")}
+                )
             elif isinstance(content, str):
                 out.append({"role": role, "content": content})
             elif role == "user":
@@ -132,11 +134,13 @@ class _Translator:
                 out.append(self.assistant(content, where))
         return out
 
-    def _blocks(self, content: list[Any], where: str) -> list[tuple[str, str, Json]]:
-        """(where, type, block) of each block, checked to be a typed object."""
+    def _blocks(self, content: list[Any], path: str) -> list[tuple[str, str, Json]]:
+        """(where, type, block) of each block of the list at `path` (a
+        message's `content`, or the top-level `system`), checked to be a typed
+        object."""
         out = []
         for n, block in enumerate(content):
-            at = f"{where}.content[{n}]"
+            at = f"{path}[{n}]"
             if not isinstance(block, dict) or not isinstance(block.get("type"), str):
                 raise bad(at, "must be an object with a string 'type'")
             if "cache_control" in block:
@@ -147,7 +151,7 @@ class _Translator:
     def user(self, content: list[Any], where: str) -> list[Json]:
         tools: list[Json] = []
         parts: list[Json] = []
-        for at, kind, block in self._blocks(content, where):
+        for at, kind, block in self._blocks(content, f"{where}.content"):
             if kind == "text":
                 parts.append({"type": "text", "text": _text(block, at)})
             elif kind == "image":
@@ -203,7 +207,7 @@ class _Translator:
             text = content
         elif isinstance(content, list):
             pieces = []
-            for inner_at, kind, inner in self._blocks(content, at):
+            for inner_at, kind, inner in self._blocks(content, f"{at}.content"):
                 if kind == "text":
                     pieces.append(_text(inner, inner_at))
                 else:
@@ -224,7 +228,7 @@ class _Translator:
         reasoning: list[str] = []
         signatures: list[Json] = []
         details: list[Json] = []
-        for at, kind, block in self._blocks(content, where):
+        for at, kind, block in self._blocks(content, f"{where}.content"):
             if kind == "text":
                 texts.append(_text(block, at))
             elif kind == "tool_use":
@@ -353,6 +357,8 @@ def _text(block: Json, at: str) -> str:
 
 
 def _system(raw: Any, t: _Translator, where: str = "system") -> str:
+    """`system` (a string or a list of text blocks), or the content of a
+    system message (`where` names it)."""
     if isinstance(raw, str):
         return raw
     if not isinstance(raw, list):

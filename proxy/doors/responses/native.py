@@ -19,9 +19,14 @@ false) loses its summary text, and its summary events are not sent. The
 turn (reasoning, text, tool calls, usage) is built from the output items
 for the store.
 
+For the relay, `seen_data` says a data event came (comments are keep-alives),
+and `first_error` holds the error of a first event that is `error` or
+`response.failed`, so the client can get a real status instead.
+
 Stream states: OPEN until `response.completed` / `response.incomplete`
-(DONE) or `response.failed` / `error` / a close before the end (FAILED);
-after that, input is ignored. A message item's `added` events are held
+(DONE) or `response.failed` / `error` / an event that is not JSON / a line
+over the bound / a close before the end (FAILED; the proxy's own failures
+end with `response.failed`); after that, input is ignored. A message item's `added` events are held
 until its first answer text (or its end), so a reasoning item split off its
 start comes before it; reasoning that follows answer text inside one
 message goes into a reasoning item after it.
@@ -34,8 +39,17 @@ from typing import Any
 
 import orjson
 
+from proxy.doors.responses.objects import error_of
 from proxy.reasoning.blocks import Part, SourceField, TextPart, ThinkingBlock, ToolCall, Turn
-from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment
+from proxy.reasoning.normalizer import StreamFailure
+from proxy.reasoning.sse import (
+    SSEComment,
+    SSEDecoder,
+    SSEEvent,
+    SSELineTooLong,
+    encode_comment,
+    encode_event,
+)
 from proxy.reasoning.tags import Reasoning, TagSet, TagSplitter, Visible
 from proxy.sealing import PREFIX as ENVELOPE_PREFIX
 from proxy.settings import ReasoningSettings
@@ -133,31 +147,46 @@ class NativeResponses:
         self._full: dict[int, Json] = {}
         self._ours: set[str] = set()  # ids of the reasoning items the proxy split off
         self._response: Json | None = None  # the latest response object seen
+        # for the relay (proxy.api.relay.StreamReader): until the first data
+        # event the client's status is still open
+        self.seen_data = False
+        self.first_error: Any = None  # the error of a first event that is one
+        self.failure: StreamFailure | None = None  # why the proxy ended the stream
+        self.tap = None  # the live view reads the chat path only
 
     # -- streams -----------------------------------------------------------------------
 
     def feed(self, data: bytes) -> bytes:
         out: list[bytes] = []
-        for ev in self._decoder.feed(data):
+        try:
+            events = self._decoder.feed(data)
+        except SSELineTooLong as exc:
+            return self.abort(StreamFailure("upstream_line_too_long", str(exc)))
+        for ev in events:
             self._event(ev, out)
         return b"".join(out)
 
     def finish(self) -> bytes:
         """The upstream closed the stream."""
         out: list[bytes] = []
-        for ev in self._decoder.flush():
+        try:
+            events = self._decoder.flush()
+        except SSELineTooLong as exc:
+            return self.abort(StreamFailure("upstream_line_too_long", str(exc)))
+        for ev in events:
             self._event(ev, out)
         if self.state == OPEN:
-            self._failed(out, "The upstream closed the stream before the response ended.")
+            message = "The upstream closed the stream before the response ended."
+            self._failed(out, StreamFailure("upstream_closed", message))
         return b"".join(out)
 
-    def abort(self, code: str, message: str) -> bytes:
+    def abort(self, failure: StreamFailure) -> bytes:
         """The proxy ends the stream (idle timeout, a broken connection);
         the Responses API's `response.failed` carries the message."""
         if self.state != OPEN:
             return b""
         out: list[bytes] = []
-        self._failed(out, message)
+        self._failed(out, failure)
         return b"".join(out)
 
     def _event(self, ev: SSEEvent | SSEComment, out: list[bytes]) -> None:
@@ -171,8 +200,14 @@ class NativeResponses:
             event = orjson.loads(ev.data)
         except orjson.JSONDecodeError:
             event = None
+        if not self.seen_data:
+            self._first(ev, event)
+        if event is None:
+            why = "The upstream sent an event that is not JSON."
+            self._failed(out, StreamFailure("malformed_upstream_event", why))
+            return
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            out += (b"data: ", ev.data, b"\n\n")  # not ours to judge: as it came
+            out.append(encode_event(ev.data, ev.event))  # not ours to judge: as it came
             return
         kind = event["type"]
         if isinstance(event.get("response"), dict):
@@ -196,6 +231,24 @@ class NativeResponses:
             if isinstance(event.get("response"), dict):
                 event["response"] = self._final(event["response"])
         self._emit(out, event)
+
+    def _first(self, ev: SSEEvent, event: Any) -> None:
+        """The stream's first data event: an `error` event, or a response that
+        failed, is kept in `first_error` (the relay answers with its status)."""
+        self.seen_data = True
+        kind = event.get("type") if isinstance(event, dict) else None
+        if ev.event == "error" or kind == "error":
+            if not isinstance(event, dict):
+                self.first_error = ev.data.decode(errors="replace")
+            elif isinstance(event.get("error"), dict):
+                self.first_error = event["error"]
+            else:  # the Responses API's own: code, message and param beside its type
+                drop = ("type", "sequence_number")
+                self.first_error = {k: v for k, v in event.items() if k not in drop}
+        elif kind == "response.failed":
+            response = event.get("response")
+            error = response.get("error") if isinstance(response, dict) else None
+            self.first_error = error or "The upstream's response failed."
 
     def _in_message(self, m: _Message, kind: str, event: Json, out: list[bytes]) -> None:
         if kind == "response.content_part.added" and m.held:
@@ -285,11 +338,14 @@ class NativeResponses:
         item = self._keep(index, _reasoning_item(item_id, text))
         self._emit_raw(out, "response.output_item.done", output_index=index, item=item)
 
-    def _failed(self, out: list[bytes], message: str) -> None:
+    def _failed(self, out: list[bytes], failure: StreamFailure) -> None:
+        """The proxy ends the stream: `response.failed`, its own code in the
+        message (as on the chat-upstream path)."""
         self.state = FAILED
+        self.failure = failure
         base = self._response or {"id": "resp_unknown", "object": "response", "output": []}
         response = self._final({**base, "status": "failed"})
-        response["error"] = {"code": "server_error", "message": message}
+        response["error"] = error_of(failure.code, failure.message)
         self._emit_raw(out, "response.failed", response=response)
 
     # -- writing events ------------------------------------------------------------------
