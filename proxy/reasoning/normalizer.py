@@ -83,6 +83,15 @@ class StreamFailure:
     type: str = "upstream_error"
 
 
+def chunk_usage(chunk: Json) -> Json | None:
+    """A stream chunk's usage: `usage`, or inside `x_groq` (where Groq streams it)."""
+    usage = chunk.get("usage")
+    if not usage:
+        groq = chunk.get("x_groq")
+        usage = groq.get("usage") if type(groq) is dict else None
+    return usage if usage and type(usage) is dict else None
+
+
 def error_body(failure: StreamFailure) -> bytes:
     """The failure as an OpenAI error object (JSON)."""
     body = {
@@ -465,8 +474,8 @@ class StreamNormalizer:
                         return b"data: " + orjson.dumps(obj) + b"\n\n"
         if not self._envelope:
             self._envelope = {k: obj[k] for k in ("id", "object", "created", "model") if k in obj}
-        usage = obj.get("usage")
-        if usage and type(usage) is dict:
+        usage = chunk_usage(obj)
+        if usage is not None:
             self._usage = usage
         if "error" in obj:
             self._upstream_error = obj["error"]

@@ -360,6 +360,15 @@ def test_usage_and_reasoning_tokens_are_kept() -> None:
     assert b'"usage"' in out
 
 
+def test_groq_usage_inside_x_groq_is_kept() -> None:
+    usage = {"prompt_tokens": 11, "completion_tokens": 4, "total_tokens": 15}
+    first = {**chunk({"content": "x"}), "x_groq": {"id": "req_1"}}
+    last = {**chunk({}, "stop"), "x_groq": {"id": "req_1", "usage": usage}}
+    out, normalizer = run_stream(render_stream([first, last]))
+    assert normalizer.turn().usage == usage
+    assert b'"x_groq"' in out  # the client's chunks keep it, as Groq sent it
+
+
 def test_tool_call_arguments_accumulate() -> None:
     chunks = [
         chunk(

@@ -28,6 +28,7 @@ import orjson
 
 from proxy.doors.messages.shapes import error_body, error_from_openai, matched_stop, stop_reason
 from proxy.reasoning.native import DetailsMerger
+from proxy.reasoning.normalizer import chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong
 
 Json = dict[str, Any]
@@ -301,8 +302,9 @@ class MessagesEncoder:
             return True
         if chunk.get("error") is not None and not chunk.get("choices"):
             return self._error(orjson.dumps(chunk["error"]), out)
-        if isinstance(chunk.get("usage"), dict):
-            self._usage = chunk["usage"]
+        usage = chunk_usage(chunk)
+        if usage is not None:
+            self._usage = usage
         choices = chunk.get("choices")
         if not isinstance(choices, list):
             return True

@@ -50,6 +50,7 @@ from proxy.doors.responses.objects import (
 from proxy.doors.responses.tools import ClientTool, ToolNames
 from proxy.reasoning.blocks import Json, Turn, blocks_for_context, join_reasoning
 from proxy.reasoning.native import DetailsMerger
+from proxy.reasoning.normalizer import chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment
 from proxy.sealing import Sealed
 
@@ -242,8 +243,9 @@ class ResponsesEncoder:
     def _chunk(self, chunk: Json, out: list[bytes]) -> None:
         if self._model is None and isinstance(chunk.get("model"), str):
             self._model = chunk["model"]
-        if "usage" in chunk and type(chunk["usage"]) is dict:
-            self._usage = chunk["usage"]
+        usage = chunk_usage(chunk)
+        if usage is not None:
+            self._usage = usage
         choices = chunk.get("choices")
         if type(choices) is not list:
             return
