@@ -191,6 +191,8 @@ class MessagesEndpoint(Door):
             )
             await forward_native(self, ex, trace, state, reader, "/messages", error_body)
         else:
+            if isinstance(state.encoder, MessagesEncoder):
+                trace.dropped(state.encoder.headers)
             await super().forward(ex, trace, state)
 
     def _opener(self, tenant: str, *, count: bool = True) -> Callable[[Any], Sealed | None]:

@@ -186,10 +186,7 @@ class ResponsesEndpoint(Door):
             )
             await forward_native(self, ex, trace, state, reader, "/responses")
             return
-        for name in (DROPPED_FIELDS, DROPPED_TOOLS):  # in the request's log line too
-            dropped = next((v for k, v in ex.extra_headers if k == name), None)
-            if dropped is not None:
-                trace.fields[name.removeprefix("x-proxy-").replace("-", "_")] = dropped
+        trace.dropped(ex.extra_headers)
         encoder = state.encoder
         if not isinstance(encoder, _Encoder):
             await super().forward(ex, trace, state)

@@ -84,6 +84,13 @@ class Trace:
     def upstream_started(self) -> None:
         self._up_start = time.perf_counter()
 
+    def dropped(self, headers: list[tuple[str, str]]) -> None:
+        """The names a door dropped (its X-Proxy-Dropped-* headers), in the
+        request's log line too."""
+        for name, value in headers:
+            if name.startswith("x-proxy-dropped-"):
+                self.fields[name.removeprefix("x-proxy-").replace("-", "_")] = value
+
     def upstream_first_byte(self) -> None:
         if self._up_first is None:
             self._up_first = time.perf_counter()

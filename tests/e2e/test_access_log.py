@@ -163,3 +163,20 @@ def test_one_date_and_one_server_header(upstream: FakeUpstream) -> None:
         assert response.status_code == 200
         assert len(response.headers.get_list("date")) == 1, response.headers
         assert response.headers.get_list("server") == ["uvicorn"], response.headers
+
+
+@pytest.mark.parametrize("path", ["responses", "messages"])
+def test_dropped_names_are_in_the_line_on_both_translating_doors(
+    upstream: FakeUpstream, caplog: pytest.LogCaptureFixture, path: str
+) -> None:
+    caplog.set_level(logging.INFO)
+    upstream.script(Stream([chunk({"content": "hello"}), chunk({}, "stop")]))
+    body: dict[str, Any] = {"model": "m", "stream": True, "max_tokens": 5, "a_new_field": 1}
+    body["input" if path == "responses" else "messages"] = USER
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/{path}", json=body, headers=KEY, timeout=30)
+        assert r.status_code == 200
+        wait_until(lambda: len(lines(caplog)) >= 1, what="the line")
+    (record,) = lines(caplog)
+    assert record.dropped_fields == r.headers["x-proxy-dropped-fields"]  # type: ignore[attr-defined]
+    assert "a_new_field" in record.dropped_fields  # type: ignore[attr-defined]
