@@ -24,6 +24,7 @@ from urllib.parse import unquote_to_bytes
 
 import orjson
 
+from proxy.api import ownership
 from proxy.api.asgi import (
     ClientGone,
     DisconnectWatch,
@@ -35,6 +36,7 @@ from proxy.api.asgi import (
     request_headers,
     send_error,
 )
+from proxy.api.ownership import response_id_of
 from proxy.api.trace import Trace
 from proxy.config import Route
 from proxy.errors import BadRequest, ProxyError, ServerShuttingDown, require_type
@@ -62,10 +64,13 @@ class PassthroughEndpoint:
             suffix = upstream_suffix(scope)
             headers = request_headers(scope, config.limits.max_header_bytes)
             authorization = self.planner.authorize(headers)
-            trace.tenant = self.rt.tenant(authorization)
+            tenant = trace.tenant = self.rt.tenant(authorization)
             body = await read_body(receive, config.limits.max_body_bytes)
             route = self.planner.route(model_of(body))
             trace.route = route.name
+            owned = response_id_of(suffix) if ownership.guarded(route) else None
+            if owned is not None:
+                await ownership.check(self.rt, tenant, owned)
         except ProxyError as exc:
             trace.fields["error"] = exc.code
             await send_error(send, exc)
@@ -76,6 +81,8 @@ class PassthroughEndpoint:
         try:
             await self._forward(scope, trace, route, suffix, headers, body)
             watch.complete = True
+            if owned is not None and scope["method"] == "DELETE" and trace.status == 200:
+                await ownership.forget(self.rt, tenant, owned)
         except ProxyError as exc:
             trace.fields["error"] = exc.code
             if exc.code == "upstream_busy":

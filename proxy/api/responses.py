@@ -39,6 +39,7 @@ import orjson
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from proxy.api import ownership
 from proxy.api.asgi import Message, Receive, header_list, read_body
 from proxy.api.conversations import caller_tenant
 from proxy.api.door import Door
@@ -170,6 +171,8 @@ class ResponsesEndpoint(Door):
             return encoded
 
         ex = await self.planner.chat(planned, chat_body)
+        if ownership.guarded(ex.route):
+            await ownership.check_previous(self.rt, tenant, body.get("previous_response_id"))
         ex.payload, ignored = native_request(body, ex.settings, header_overrides(planned))
         ex.stream = body.get("stream") is True
         ex.extra_headers = [(k, v) for k, v in ex.extra_headers if k != IGNORED_HEADER]
@@ -184,6 +187,8 @@ class ResponsesEndpoint(Door):
                 hidden=not ex.settings.include_in_response,
                 max_line_bytes=self.rt.config.limits.max_sse_line_bytes,
             )
+            if ownership.guarded(ex.route):
+                self._record_before_the_end(ex, trace)
             await forward_native(self, ex, trace, state, reader, "/responses")
             return
         trace.dropped(ex.extra_headers)
@@ -203,6 +208,19 @@ class ResponsesEndpoint(Door):
         trace.inner = send
         trace.fields["response_id"] = encoder.response_id
         await super().forward(ex, trace, state)
+
+    def _record_before_the_end(self, ex: Exchange, trace: Trace) -> None:
+        """Which tenant made the response (a route key hides it from the
+        upstream), recorded before the client gets its last byte."""
+        inner = trace.inner
+
+        async def send(message: Message) -> None:
+            end = message["type"] == "http.response.body" and not message.get("more_body")
+            if end and ex.turn is not None and trace.status < 300:
+                await ownership.record(self.rt, ex.key.tenant, ex.turn.response_id)
+            await inner(message)
+
+        trace.inner = send
 
     async def _keep(self, encoder: _Encoder, ex: Exchange) -> None:
         keep = encoder.keep

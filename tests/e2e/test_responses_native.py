@@ -206,3 +206,63 @@ def test_an_error_after_the_first_event_stays_an_event(
     assert r.status_code == 200
     assert r.content.startswith(b"event: response.created\n")
     assert b"event: error\n" in r.content
+
+
+def test_a_keyed_route_keeps_each_tenants_responses_apart(upstream: FakeUpstream) -> None:
+    """Behind a route key the upstream sees one caller: the proxy serves,
+    deletes, lists and continues a response only for the tenant that made
+    it; another tenant's id is a 404 (a 400 as a previous id) and nothing
+    goes upstream. The maker's own requests pass as before."""
+    alice = {"Authorization": "Bearer sk-alice-native"}
+    bob = {"Authorization": "Bearer sk-bob-native"}
+    done = {**BASE, "status": "completed", "output": [message("Hi.")]}
+    with running_proxy(route_config(upstream, api="responses", api_key="rk-shared-key-1")) as proxy:
+        upstream.script(Json(done))
+        made = httpx.post(
+            f"{proxy.url}/responses", json={"model": "m", "input": "x"}, headers=alice
+        )
+        assert made.status_code == 200, made.text
+        sent = len(upstream.requests)
+        foreign = [
+            httpx.get(f"{proxy.url}/responses/resp_up", headers=bob),
+            httpx.get(f"{proxy.url}/responses/resp_up/input_items", headers=bob),
+            httpx.delete(f"{proxy.url}/responses/resp_up"),
+            httpx.post(f"{proxy.url}/responses/resp_up/cancel", headers=bob),
+        ]
+        continued = httpx.post(
+            f"{proxy.url}/responses",
+            json={"model": "m", "input": "y", "previous_response_id": "resp_up"},
+            headers=bob,
+        )
+        assert len(upstream.requests) == sent  # none of those went upstream
+        upstream.script(Json(done), Json({"id": "resp_up", "deleted": True}))
+        own = httpx.get(f"{proxy.url}/responses/resp_up", headers=alice)
+        deleted = httpx.delete(f"{proxy.url}/responses/resp_up", headers=alice)
+        again = httpx.get(f"{proxy.url}/responses/resp_up", headers=alice)
+    assert [r.status_code for r in foreign] == [404, 404, 404, 404]
+    assert all(r.json()["error"]["code"] == "response_not_found" for r in foreign)
+    assert continued.status_code == 400
+    assert continued.json()["error"]["param"] == "previous_response_id"
+    assert (own.status_code, deleted.status_code, again.status_code) == (200, 200, 404)
+    assert [r.path for r in upstream.requests[sent:]] == ["/v1/responses/resp_up"] * 2
+
+
+def test_a_keyed_route_records_a_streamed_response_before_its_end(
+    upstream: FakeUpstream,
+) -> None:
+    alice = {"Authorization": "Bearer sk-alice-native"}
+    events = [e + b"\n\n" for e in upstream_stream(["Hi", "."]).split(b"\n\n") if e]
+    done = {**BASE, "status": "completed", "output": [message("Hi.")]}
+    with running_proxy(route_config(upstream, api="responses", api_key="rk-shared-key-1")) as proxy:
+        upstream.script(Stream(events, done=False))
+        made = httpx.post(
+            f"{proxy.url}/responses",
+            json={"model": "m", "input": "x", "stream": True},
+            headers=alice,
+        )
+        assert made.status_code == 200, made.text
+        assert b"response.completed" in made.content
+        upstream.script(Json(done))
+        own = httpx.get(f"{proxy.url}/responses/resp_up", headers=alice)
+        other = httpx.get(f"{proxy.url}/responses/resp_up", headers=KEY)
+    assert (own.status_code, other.status_code) == (200, 404)

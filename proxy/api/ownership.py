@@ -1,0 +1,76 @@
+"""Who made which response, where a Responses upstream cannot tell: a route
+with `api: responses` and its own `api_key` sends every client's request
+with the one route key, so the upstream sees one caller and would serve any
+response id to anyone. The proxy keeps a small record per response it
+relayed there (tenant, id), and a tenant may read, delete, cancel, list the
+items of or continue (`previous_response_id`) only its own; another
+tenant's id and an unknown one are the same 404 (400 as a previous id).
+Without a route key each client's own key goes upstream, which keeps its
+callers apart itself: nothing is recorded or checked."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from proxy.config import Route
+from proxy.errors import BadRequest, NotFound
+from proxy.history.service import STORE_TIMEOUT
+from proxy.runtime import Runtime
+from proxy.stores.base import StoreFailure
+
+RECORD = b'{"relayed":true}'
+MISSING = "No response with that id."
+_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+# /responses/{id}, /responses/{id}/input_items, /responses/{id}/cancel (query kept)
+_PATH = re.compile(r"/responses/([^/?]+)(?:/[^?]*)?(?:\?.*)?")
+
+
+def guarded(route: Route) -> bool:
+    return route.api == "responses" and route.api_key is not None
+
+
+def response_id_of(suffix: str) -> str | None:
+    """The response id a pass-through path names, if it names one."""
+    match = _PATH.fullmatch(suffix)
+    return match[1] if match else None
+
+
+async def owns(rt: Runtime, tenant: str, response_id: str) -> bool:
+    if not _ID.fullmatch(response_id):
+        return False
+    with rt.health.errors("responses"):
+        return await rt.store.get_response(tenant, response_id) is not None
+
+
+async def check(rt: Runtime, tenant: str, response_id: str) -> None:
+    """A 404 unless the tenant made that response."""
+    if not await owns(rt, tenant, response_id):
+        raise NotFound(MISSING, param="response_id", code="response_not_found")
+
+
+async def check_previous(rt: Runtime, tenant: str, previous: object) -> None:
+    """A 400 unless the tenant made the response it continues."""
+    if isinstance(previous, str) and not await owns(rt, tenant, previous):
+        raise BadRequest(
+            "previous_response_id names no response of this caller.",
+            param="previous_response_id",
+            code="previous_response_not_found",
+        )
+
+
+async def record(rt: Runtime, tenant: str, response_id: str | None) -> None:
+    """Note that the tenant made the response; a store that fails is counted,
+    and the answer goes on (its id then reads as unknown)."""
+    if response_id and _ID.fullmatch(response_id):
+        try:
+            await asyncio.wait_for(
+                rt.store.put_response(tenant, response_id, RECORD), STORE_TIMEOUT
+            )
+        except (TimeoutError, StoreFailure) as exc:
+            rt.health.failed("responses", exc)
+
+
+async def forget(rt: Runtime, tenant: str, response_id: str) -> None:
+    with rt.health.errors("responses"):
+        await rt.store.delete_response(tenant, response_id)
