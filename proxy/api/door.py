@@ -39,6 +39,7 @@ from proxy.history.explain import turn_input
 from proxy.live import TurnWatcher
 from proxy.observability import truncate
 from proxy.reasoning.blocks import Turn, map_texts
+from proxy.reasoning.modes import completion_as_stream, stream_as_completion
 from proxy.reasoning.normalizer import (
     NormalizeOptions,
     StreamFailure,
@@ -46,7 +47,13 @@ from proxy.reasoning.normalizer import (
     normalize_completion,
 )
 from proxy.runtime import Runtime
-from proxy.upstream import Response, Upstream, UpstreamReadError, response_headers
+from proxy.upstream import (
+    BufferedResponse,
+    Response,
+    Upstream,
+    UpstreamReadError,
+    response_headers,
+)
 
 log = logging.getLogger("proxy.chat")
 
@@ -151,6 +158,9 @@ class Door:
         )
 
         async def stream(response: Response) -> None:
+            if not ex.stream:  # the upstream streamed what was asked whole
+                await whole(await self._as_whole(response))
+                return
             normalizer = state.reader = StreamNormalizer(options)
             if rt.live.active:
                 normalizer.watch()
@@ -163,9 +173,45 @@ class Door:
             await relay.run()
 
         async def whole(response: Response) -> None:
+            if ex.stream and response.status < 300:  # answered whole what was asked streamed
+                response = await self._as_stream(response)
+                if response.status == 200:
+                    await stream(response)
+                    return
             await self._whole(ex, response, options, trace, state)
 
         await self.call_upstream(ex, trace, state, "/chat/completions", stream, whole)
+
+    async def _read(self, response: Response) -> bytes:
+        try:
+            return await Upstream.read_all(response, self.rt.config.limits.max_response_bytes)
+        except UpstreamReadError as exc:
+            raise read_failure_error(exc) from None
+
+    async def _as_whole(self, response: Response) -> BufferedResponse:
+        """An event stream, read to its end, as the completion it adds up to
+        (a 502 when it holds no chunk)."""
+        body = await self._read(response)
+        completion = stream_as_completion(body, self.rt.config.limits.max_sse_line_bytes)
+        if completion is None:
+            raise UpstreamError(
+                "The upstream sent an event stream without a chunk.",
+                code="malformed_upstream_response",
+            )
+        return BufferedResponse(200, _without_type(response), orjson.dumps(completion))
+
+    async def _as_stream(self, response: Response) -> BufferedResponse:
+        """A whole 2xx completion as its event stream (status 200); a body that
+        is no completion comes back as it was, for `_whole` to judge."""
+        body = await self._read(response)
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            payload = None
+        if type(payload) is not dict or payload.get("choices") is None:
+            return BufferedResponse(response.status, response.headers, body)
+        headers = [("content-type", "text/event-stream"), *_without_type(response)]
+        return BufferedResponse(200, headers, completion_as_stream(payload))
 
     async def call_upstream(
         self,
@@ -316,6 +362,12 @@ class Door:
         )
         watcher.start(ex.payload.get("model"), ex.route.name, ex.context)
         return watcher
+
+
+def _without_type(response: Response) -> list[tuple[str, str]]:
+    return [
+        (k, v) for k, v in response.headers if k.lower() not in ("content-type", "content-length")
+    ]
 
 
 def _turn_summary(turn: Turn) -> dict[str, Any]:

@@ -16,6 +16,7 @@ path in a log line.
 """
 
 from proxy.http1.connection import Ends
+from proxy.upstream.buffered import BufferedResponse
 from proxy.upstream.client import Upstream, check_client, open_transport
 from proxy.upstream.errors import (
     Cause,
@@ -31,6 +32,7 @@ from proxy.upstream.transport import Origin, Request, Response, Transport
 
 __all__ = [
     "HOP_BY_HOP",
+    "BufferedResponse",
     "Cause",
     "Ends",
     "MockResponse",

@@ -16,60 +16,14 @@ the request before the response (`TransportError("refused")`,
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 
 from proxy.http1.connection import Ends
-from proxy.upstream.errors import TransportError
+from proxy.upstream.buffered import BufferedResponse
 from proxy.upstream.transport import Request
 
-
-class MockResponse:
-    __slots__ = ("_pieces", "closed", "decoded", "headers", "released", "status")
-
-    def __init__(
-        self,
-        status: int = 200,
-        headers: Sequence[tuple[str, str]] = (),
-        body: bytes | Sequence[bytes | TransportError] = b"",
-    ) -> None:
-        self.status = status
-        self.headers = list(headers)
-        self.decoded = False
-        pieces = [body] if isinstance(body, bytes) else body
-        self._pieces = [p for p in pieces if p != b""]  # b"" is the end
-        self._pieces.reverse()  # popped from the end
-        self.released = False
-        self.closed = False
-
-    def header(self, name: str) -> str | None:
-        for key, value in self.headers:
-            if key.lower() == name:
-                return value
-        return None
-
-    async def read(self) -> bytes:
-        if self.closed:
-            raise TransportError("reset", "the connection was closed")
-        if not self._pieces:
-            return b""
-        piece = self._pieces.pop()
-        if isinstance(piece, TransportError):
-            self._pieces.clear()
-            self.closed = True
-            raise piece
-        return piece
-
-    @property
-    def complete(self) -> bool:
-        return not self._pieces and not self.closed
-
-    def release(self) -> None:
-        self.released = True
-        if self._pieces:
-            self.closed = True
-
-    def close(self) -> None:
-        self.closed = True
+# the tests' name for a response made of given bytes
+MockResponse = BufferedResponse
 
 
 Handler = Callable[[Request], MockResponse | Awaitable[MockResponse]]

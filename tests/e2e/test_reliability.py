@@ -396,6 +396,81 @@ def test_a_stream_of_only_done_is_a_502_on_every_door(
     assert conversation is not None
 
 
+WHOLE = {
+    "id": "c",
+    "object": "chat.completion",
+    "model": "m",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "Four.", "reasoning_content": "2+2"},
+            "finish_reason": "stop",
+        }
+    ],
+}
+
+
+def answer_text(path: str, r: httpx.Response) -> str:
+    """The answer's text, from a whole body or an event stream, per door."""
+    if r.headers["content-type"].startswith("text/event-stream"):
+        data = [json.loads(line[6:]) for line in r.text.split("\n") if line.startswith("data: {")]
+        if path == "chat/completions":
+            return "".join(c["choices"][0]["delta"].get("content") or "" for c in data)
+        if path == "responses":
+            (done,) = [e for e in data if e["type"] == "response.completed"]
+            data = [done["response"]]
+        else:
+            return "".join(
+                e["delta"].get("text", "") for e in data if e["type"] == "content_block_delta"
+            )
+    body = data[0] if r.headers["content-type"].startswith("text/event-stream") else r.json()
+    if path == "chat/completions":
+        return str(body["choices"][0]["message"]["content"])
+    if path == "responses":
+        return "".join(
+            part["text"]
+            for item in body["output"]
+            if item["type"] == "message"
+            for part in item["content"]
+        )
+    return "".join(b["text"] for b in body["content"] if b["type"] == "text")
+
+
+@pytest.mark.parametrize(("path", "field"), DOORS)
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_answer_in_the_other_mode_comes_in_the_mode_asked(
+    upstream: FakeUpstream, path: str, field: str, stream: bool
+) -> None:
+    """An upstream that ignores `stream`: a whole answer to a streamed
+    request goes out as a stream, a stream to a whole request as one body,
+    on every door, and the turn is stored with its reasoning."""
+    if stream:
+        upstream.script(Json(WHOLE))
+    else:
+        upstream.script(
+            Stream(
+                [
+                    chunk({"reasoning_content": "2+2"}),
+                    chunk({"content": "Four."}),
+                    chunk({}, "stop"),
+                ]
+            )
+        )
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = door_request(proxy.url, path, field, stream)
+        stored = httpx.get(
+            f"{proxy.url}/conversations/{r.headers['x-conversation-id']}", headers=KEY
+        ).json()
+    assert r.status_code == 200, r.text
+    kind = "text/event-stream" if stream else "application/json"
+    assert r.headers["content-type"].startswith(kind)
+    assert answer_text(path, r) == "Four."
+    (turn,) = stored["turns"]
+    assert turn["content"] == "Four."
+    assert [b["thought"] for b in turn["blocks"]] == ["2+2"]
+    assert turn["complete"] is True
+
+
 def test_the_openai_sdk_raises_the_status_error(upstream: FakeUpstream) -> None:
     upstream.script(
         Stream([{"error": {"message": "Rate limit exceeded", "code": 429}}], done=False)

@@ -1,0 +1,153 @@
+"""A whole chat completion as a stream, and a stream as a whole completion,
+for an upstream that answers in the other mode than the request asked (some
+ignore `stream`). The result then goes the usual way (normalized, stored,
+written in the client's wire), so the client gets the mode it asked for.
+
+Sans-IO: objects and bytes in, bytes and objects out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from proxy.reasoning.blocks import Json, index_key
+from proxy.reasoning.normalizer import chunk_usage
+from proxy.reasoning.sse import SSEComment, SSEDecoder
+
+_ENVELOPE = ("id", "created", "model", "system_fingerprint")
+
+
+def _event(obj: Json) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def completion_as_stream(completion: Json) -> bytes:
+    """The event stream of a `chat.completion`: per choice one chunk whose
+    delta is the whole message (its `finish_reason` on it), a usage chunk
+    when the completion has usage, then [DONE]."""
+    envelope = {k: completion[k] for k in _ENVELOPE if completion.get(k) is not None}
+    envelope["object"] = "chat.completion.chunk"
+    out: list[bytes] = []
+    choices = completion.get("choices")
+    for choice in choices if type(choices) is list else ():
+        if type(choice) is not dict:
+            continue
+        message = choice.get("message")
+        delta = {k: v for k, v in message.items() if v is not None} if type(message) is dict else {}
+        calls = delta.get("tool_calls")
+        if type(calls) is list:
+            delta["tool_calls"] = [
+                {**call, "index": n} for n, call in enumerate(calls) if type(call) is dict
+            ]
+        entry = {
+            "index": choice.get("index", 0),
+            "delta": delta,
+            "finish_reason": choice.get("finish_reason"),
+        }
+        out.append(_event({**envelope, "choices": [entry]}))
+    usage = completion.get("usage")
+    if type(usage) is dict:
+        out.append(_event({**envelope, "choices": [], "usage": usage}))
+    out.append(b"data: [DONE]\n\n")
+    return b"".join(out)
+
+
+class _Choice:
+    __slots__ = ("calls", "finish_reason", "message")
+
+    def __init__(self) -> None:
+        self.message: Json = {"role": "assistant"}
+        self.calls: dict[Any, Json] = {}
+        self.finish_reason: Any = None
+
+    def add(self, delta: Json) -> None:
+        message = self.message
+        for key, value in delta.items():
+            if key == "tool_calls":
+                if type(value) is list:
+                    self._calls(value)
+            elif key == "role" or value is None:
+                continue
+            elif type(value) is str:
+                message[key] = message.get(key, "") + value
+            elif type(value) is list:
+                message[key] = [*message.get(key, ()), *value]
+            else:
+                message[key] = value
+
+    def _calls(self, calls: list[Any]) -> None:
+        for call in calls:
+            if type(call) is not dict:
+                continue
+            entry = self.calls.setdefault(
+                index_key(call.get("index", len(self.calls))),
+                {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+            )
+            for key in ("id", "type"):
+                if call.get(key):
+                    entry[key] = call[key]
+            function = call.get("function")
+            if type(function) is dict:
+                for key in ("name", "arguments"):
+                    if type(function.get(key)) is str:
+                        entry["function"][key] += function[key]
+
+    def whole(self, index: Any) -> Json:
+        message = dict(self.message)
+        message.setdefault("content", None)
+        if self.calls:
+            message["tool_calls"] = list(self.calls.values())
+        return {"index": index, "message": message, "finish_reason": self.finish_reason}
+
+
+def stream_as_completion(body: bytes, max_line_bytes: int) -> Json | None:
+    """The `chat.completion` a whole event stream adds up to: content and
+    reasoning texts joined, tool calls put together by index, the last
+    finish_reason and usage. A stream whose first data event is an error
+    object gives `{"error": ...}`; one without a chunk (or not a stream at
+    all) gives None."""
+    decoder = SSEDecoder(max_line_bytes)
+    events = [*decoder.feed(body), *decoder.flush()]
+    envelope: Json = {}
+    choices: dict[Any, _Choice] = {}
+    usage: Json | None = None
+    for ev in events:
+        if type(ev) is SSEComment:
+            continue
+        data = ev.data  # type: ignore[union-attr]
+        if data.strip() == b"[DONE]":
+            break
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        if type(chunk) is not dict:
+            continue
+        if chunk.get("error") is not None and not chunk.get("choices") and not choices:
+            return {"error": chunk["error"]}
+        for key in _ENVELOPE:
+            if key not in envelope and chunk.get(key) is not None:
+                envelope[key] = chunk[key]
+        usage = chunk_usage(chunk) or usage
+        listed = chunk.get("choices")
+        for choice in listed if type(listed) is list else ():
+            if type(choice) is not dict:
+                continue
+            index = index_key(choice.get("index", 0))
+            state = choices.get(index)
+            if state is None:
+                state = choices[index] = _Choice()
+            delta = choice.get("delta")
+            if type(delta) is dict:
+                state.add(delta)
+            if choice.get("finish_reason") is not None:
+                state.finish_reason = choice["finish_reason"]
+    if not choices and usage is None:
+        return None
+    completion: Json = {**envelope, "object": "chat.completion"}
+    completion["choices"] = [state.whole(index) for index, state in choices.items()]
+    if usage is not None:
+        completion["usage"] = usage
+    return completion
