@@ -19,6 +19,7 @@ from proxy import package_version
 from proxy.config import (
     ENV_CONFIG,
     ENV_DIALECT,
+    ENV_IMPLICIT_OPEN_TAG,
     ENV_STORE,
     ENV_UPSTREAM,
     Config,
@@ -69,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the --upstream route's dialect: " + ", ".join(DIALECT_NAMES) + " (default auto: "
         f"from the upstream host, else per request from the model name; or ${ENV_DIALECT})",
     )
+    serve.add_argument(
+        "--implicit-open-tag",
+        action="store_true",
+        help="the --upstream model's prompt template opens <think> (DeepSeek-R1, QwQ, "
+        "Qwen3 thinking models without a reasoning parser): replies start inside the "
+        f"reasoning, ended by </think> (or ${ENV_IMPLICIT_OPEN_TAG}=1)",
+    )
     serve.add_argument("--workers", type=int, help="worker processes (needs sqlite or redis)")
     _serve_options(serve)
 
@@ -102,10 +110,16 @@ def resolve_serve_config(args: argparse.Namespace, env: dict[str, str] | None = 
     dialect = getattr(args, "dialect", None)
     if path and dialect:
         raise ConfigError("--dialect goes with --upstream; a config file sets dialect: per route")
+    implicit = getattr(args, "implicit_open_tag", False)
+    if path and implicit:
+        raise ConfigError(
+            "--implicit-open-tag goes with --upstream; a config file sets implicit_open_tag: "
+            "per route"
+        )
     if path:
         config = load_config(path, env)
     elif upstream:
-        config = upstream_config(upstream, env, dialect)
+        config = upstream_config(upstream, env, dialect, implicit)
     else:
         raise ConfigError(
             f"nothing to proxy to: pass --upstream URL or --config FILE "
@@ -191,6 +205,8 @@ def serve(config: Config, args: argparse.Namespace) -> None:
         os.environ[ENV_UPSTREAM] = args.upstream or os.environ[ENV_UPSTREAM]
         if args.dialect:
             os.environ[ENV_DIALECT] = args.dialect
+        if args.implicit_open_tag:
+            os.environ[ENV_IMPLICIT_OPEN_TAG] = "1"
     os.environ[ENV_OVERRIDES] = json.dumps(
         {k: v for k, v in _overrides(args, dict(os.environ)).items() if v is not None}
     )

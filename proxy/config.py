@@ -40,6 +40,7 @@ ENV_STORE = "REASONING_PROXY_STORE"
 ENV_ADMIN_TOKEN = "REASONING_PROXY_ADMIN_TOKEN"
 ENV_SECRET = "REASONING_PROXY_SECRET"
 ENV_DIALECT = "REASONING_PROXY_DIALECT"
+ENV_IMPLICIT_OPEN_TAG = "REASONING_PROXY_IMPLICIT_OPEN_TAG"
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -429,16 +430,23 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
 
 
 def upstream_config(
-    upstream: str, env: Mapping[str, str] | None = None, dialect: str | None = None
+    upstream: str,
+    env: Mapping[str, str] | None = None,
+    dialect: str | None = None,
+    implicit_open_tag: bool = False,
 ) -> Config:
     """`--upstream URL` alone: one catch-all route whose dialect is detected
     (host, then model name per request) unless `dialect` (or the
-    environment's REASONING_PROXY_DIALECT) names one."""
+    environment's REASONING_PROXY_DIALECT) names one; `implicit_open_tag`
+    (or REASONING_PROXY_IMPLICIT_OPEN_TAG=1): the prompt template opens
+    `<think>`, so replies start inside the reasoning."""
     env = os.environ if env is None else env
     dialect = dialect or env.get(ENV_DIALECT)
     route: dict[str, Any] = {"name": "default", "models": ["*"], "upstream": upstream}
     if dialect:
         route["dialect"] = dialect
+    if implicit_open_tag or env.get(ENV_IMPLICIT_OPEN_TAG, "").lower() in ("1", "true", "yes"):
+        route["implicit_open_tag"] = True
     return build_config({"routes": [route]}, env=env, source="--upstream")
 
 

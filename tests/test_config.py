@@ -255,3 +255,13 @@ def test_serve_dialect_names_the_upstream_routes_dialect() -> None:
         route(["serve", "--config", "x.yaml", "--dialect", "kimi"])
     with pytest.raises(SystemExit):
         parser.parse_args(["serve", "--upstream", UP, "--dialect", "kimmi"])
+
+    def implicit(argv: list[str], env: dict[str, str] | None = None) -> bool:
+        (only,) = resolve_serve_config(parser.parse_args(argv), env=env or {}).routes
+        return only.implicit_open_tag
+
+    assert implicit(["serve", "--upstream", UP]) is False
+    assert implicit(["serve", "--upstream", UP, "--implicit-open-tag"]) is True
+    assert implicit(["serve", "--upstream", UP], {"REASONING_PROXY_IMPLICIT_OPEN_TAG": "1"})
+    with pytest.raises(ConfigError, match="--implicit-open-tag goes with --upstream"):
+        implicit(["serve", "--config", "x.yaml", "--implicit-open-tag"])

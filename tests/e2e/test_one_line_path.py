@@ -140,3 +140,41 @@ def test_dialect_openai_forced_on_the_command_line_loses_the_reasoning(
         proxy.stop()
     assert refused.value.status_code == 400
     assert KIMI_400 in str(refused.value)
+
+
+@pytest.mark.parametrize("implicit", [False, True])
+def test_implicit_open_tag_on_the_command_line_splits_a_template_opened_think(
+    simulator: tuple[str, Path], tmp_path: Path, implicit: bool
+) -> None:
+    """demo-qwen answers as a model whose prompt template opened `<think>`:
+    its reply starts inside the reasoning and carries only `</think>`.
+    Without the flag that reasoning stays in the answer (the lone delimiter
+    removed); with `--implicit-open-tag` it is split off, streamed or not."""
+    args = ["--upstream", simulator[0], *(["--implicit-open-tag"] if implicit else [])]
+    proxy = ProxyProcess(args, log=tmp_path / "proxy.log").start()
+    try:
+        client = client_for(proxy.url)
+        question = [{"role": "user", "content": "What is 17 * 23?"}]
+        whole = client.chat.completions.create(model="demo-qwen", messages=question)  # type: ignore[arg-type]
+        streamed = "".join(
+            chunk.choices[0].delta.content or ""
+            for chunk in client.chat.completions.create(
+                model="demo-qwen",
+                messages=question,  # type: ignore[arg-type]
+                stream=True,
+            )
+            if chunk.choices
+        )
+    finally:
+        proxy.stop()
+    answer = whole.choices[0].message.content or ""
+    reasoning = getattr(whole.choices[0].message, "reasoning_content", None)
+    assert "</think>" not in answer
+    assert "391" in answer
+    if implicit:
+        assert reasoning
+        assert reasoning not in answer
+        assert streamed.strip() == answer.strip()
+    else:
+        assert reasoning is None
+        assert len(answer) > len("17 * 23 = 391.") + 20  # the reasoning came with it
