@@ -214,6 +214,8 @@ def api_endpoint(path: str) -> str:
     """The endpoint label of a request not served by a front door."""
     if path == CHAT_PATH:
         return "chat.completions"
+    if path == "/":
+        return "root"
     for prefix, name in API_ENDPOINTS:
         if path.startswith(prefix):
             return name

@@ -1,4 +1,5 @@
-"""Operational endpoints: liveness, readiness and Prometheus metrics."""
+"""Operational endpoints: what this server is (`/`), liveness, readiness and
+Prometheus metrics."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from proxy import package_version
 from proxy.history.service import STORE_TIMEOUT
 from proxy.runtime import Runtime
 from proxy.stores.base import StoreFailure
@@ -14,6 +16,16 @@ from proxy.stores.base import StoreFailure
 
 def ops_router(rt: Runtime) -> APIRouter:
     router = APIRouter()
+
+    @router.api_route("/", methods=["GET", "HEAD"])
+    async def root() -> dict[str, str]:
+        """What answers here (clients such as Claude Code check `HEAD /`)."""
+        return {
+            "name": "reasoning-proxy",
+            "version": package_version(),
+            "api": "/v1",
+            "inspector": "/ui",
+        }
 
     @router.get("/healthz")
     async def healthz() -> dict[str, str]:

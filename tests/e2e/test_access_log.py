@@ -103,6 +103,8 @@ def test_every_request_gets_exactly_one_access_line(
         ("GET", "/metrics", {}, 200, "metrics"),
         ("GET", "/ui", {}, 200, "ui"),
         ("GET", "/nowhere", {}, 404, "other"),
+        ("GET", "/", {}, 200, "root"),
+        ("HEAD", "/", {}, 200, "root"),
     ]
     with running_proxy(config) as proxy:
         tenant = proxy.runtime.tenant(KEY["Authorization"])

@@ -700,3 +700,15 @@ def test_an_https_upstream(
             assert upstream.chat_requests() == []
     finally:
         upstream.stop()
+
+
+def test_the_root_says_what_answers_here(upstream: FakeUpstream) -> None:
+    """Clients check `HEAD /` (Claude Code does): a 200 naming the server."""
+    with running_proxy(route_config(upstream)) as proxy:
+        head = httpx.head(proxy.base + "/")
+        root = httpx.get(proxy.base + "/")
+    assert head.status_code == 200
+    assert head.content == b""
+    assert root.json()["name"] == "reasoning-proxy"
+    assert root.json()["api"] == "/v1"
+    assert upstream.requests == []
