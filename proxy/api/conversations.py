@@ -30,6 +30,9 @@ def is_admin(rt: Runtime, authorization: str | None) -> bool:
     return hmac.compare_digest(value.strip().encode(), token.get().encode())
 
 
+MAX_LISTED = 1000  # conversations one list returns at most
+
+
 def caller_tenant(rt: Runtime, request: Request, *, allow_admin: bool = True) -> str | None:
     """The tenant a request may read; None means every tenant (admin)."""
     authorization = request.headers.get("authorization")
@@ -93,9 +96,14 @@ def conversations_router(rt: Runtime) -> APIRouter:
 
     @router.get("/v1/conversations")
     async def list_conversations(request: Request, limit: int = 100) -> dict[str, Any]:
+        """The most recently updated first, `limit` of them (1 to 1,000);
+        `has_more` says whether older ones were left out."""
         tenant = caller_tenant(rt, request)
+        limit = max(1, min(limit, MAX_LISTED))
         with rt.health.errors("list"):
-            items = await rt.store.conversations(tenant, max(1, min(limit, 1000)))
+            items = await rt.store.conversations(tenant, limit + 1)
+        more = len(items) > limit
+        items = items[:limit]
         data = [
             {
                 "id": c.conversation,
@@ -106,7 +114,7 @@ def conversations_router(rt: Runtime) -> APIRouter:
             }
             for c in items
         ]
-        return {"object": "list", "data": data}
+        return {"object": "list", "data": data, "has_more": more}
 
     @router.get("/v1/conversations/{conversation_id}")
     async def get_conversation(request: Request, conversation_id: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@
     key: readStorage(sessionStorage, KEY_STORAGE),
     scope: null, // 'all' (admin token) or 'tenant', from the feed's hello
     conversations: new Map(), // ref -> conversation entry
+    hasMore: false, // the list left older conversations out
     selected: null, // ref of the conversation on screen
     stored: null, // the last GET of the selected conversation
     live: new Map(), // turnId -> live turn
@@ -564,6 +565,7 @@
     );
     $('no-conversations').hidden = all.length > 0;
     $('no-match').hidden = entries.length > 0 || all.length === 0;
+    $('more-conversations').hidden = !state.hasMore;
     if (focused) list.querySelector(`[data-ref="${CSS.escape(focused)}"]`)?.focus();
   }
 
@@ -631,7 +633,7 @@
     const generation = state.generation;
     let data;
     try {
-      data = await api('v1/conversations?limit=200');
+      data = await api('v1/conversations?limit=1000');
     } catch (error) {
       if (generation === state.generation) showError(error.message);
       return;
@@ -658,6 +660,7 @@
       }
     }
     state.conversations = next;
+    state.hasMore = data.has_more === true;
     if (state.selected && !next.has(state.selected)) state.selected = null;
     renderList();
     if (!state.selected && next.size) {

@@ -501,3 +501,23 @@ def test_long_texts_count_as_short_ones_do(upstream: FakeUpstream) -> None:
         again, None, count
     ) + count(thought)
     assert [t["blocks"][0]["tokens"] for t in data["turns"]] == [count(thought)] * 2
+
+
+def test_the_list_says_when_it_left_older_conversations_out(upstream: FakeUpstream) -> None:
+    key = {"Authorization": "Bearer sk-listing"}
+    with running_proxy(route_config(upstream)) as proxy:
+        for n in range(3):
+            answer = {"role": "assistant", "content": f"answer {n}"}
+            upstream.script(Json({"choices": [{"message": answer, "finish_reason": "stop"}]}))
+            user = {"role": "user", "content": f"question {n}"}
+            r = post_chat(proxy.url, {**key, "X-Conversation-Id": f"list-{n}"}, [user])
+            assert r.status_code == 200
+        two = httpx.get(f"{proxy.url}/conversations?limit=2", headers=key).json()
+        three = httpx.get(f"{proxy.url}/conversations?limit=3", headers=key).json()
+        capped = httpx.get(f"{proxy.url}/conversations?limit=100000", headers=key).json()
+    assert [c["id"] for c in two["data"]] == ["list-2", "list-1"]  # the most recent first
+    assert two["has_more"] is True
+    assert [c["id"] for c in three["data"]] == ["list-2", "list-1", "list-0"]
+    assert three["has_more"] is False
+    assert capped["has_more"] is False
+    assert len(capped["data"]) == 3

@@ -420,3 +420,38 @@ def test_the_key_is_kept_for_the_session_only(
     page.click("#key-clear")
     expect(page.locator("#scope")).to_have_text("anonymous conversations")
     assert page.evaluate("sessionStorage.getItem('reasoning-proxy.key')") is None
+
+
+def test_a_list_cut_at_a_thousand_says_so(browser: Browser, upstream: FakeUpstream) -> None:
+    """Over 1,000 conversations: the page lists the 1,000 most recent and says
+    that older ones were left out (the API's `has_more`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    from tests.harness import route_config, running_proxy
+
+    key = {"Authorization": "Bearer key-a-thousand-and-one"}
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": "hi"}]}
+    with running_proxy(route_config(upstream)) as proxy, httpx.Client(timeout=20) as http:
+
+        def chat(n: int) -> int:
+            headers = {**key, "X-Conversation-Id": f"many-{n:04d}"}
+            return http.post(
+                proxy.url + "/chat/completions", json=body, headers=headers
+            ).status_code
+
+        with ThreadPoolExecutor(8) as pool:
+            assert set(pool.map(chat, range(1001))) == {200}
+        page = browser.new_page()
+        try:
+            page.goto(proxy.base + "/ui")
+            page.fill("#key", "key-a-thousand-and-one")
+            page.click("#key-form button[type=submit]")
+            # (a thousand items: more time than a page of a few)
+            expect(page.locator("#more-conversations")).to_be_visible(timeout=30_000)
+            expect(page.locator("#conversations li")).to_have_count(1000, timeout=30_000)
+            expect(page.locator('[data-conversation="many-1000"]')).to_have_count(1)
+            expect(page.locator('[data-conversation="many-0000"]')).to_have_count(0)
+        finally:
+            page.close()
