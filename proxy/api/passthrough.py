@@ -155,8 +155,24 @@ class PassthroughEndpoint:
             await send({"type": "http.response.body", "body": last, "more_body": False})
 
 
-# a path segment that, decoded, holds a dot segment or a control character
-_UNSAFE_PIECE = re.compile(rb"(?:^|[/\\])\.{1,2}(?:$|[/\\])|[\x00-\x1f\x7f]")
+# a dot segment (also as `..;`, a path parameter some servers strip), a
+# control character, or a dot that NFKC folds to `.` (fullwidth, small, leader)
+_UNSAFE_PIECE = re.compile(
+    rb"(?:^|[/\\])\.{1,2}(?:$|[/\\;])|[\x00-\x1f\x7f]|\xef\xbc\x8e|\xef\xb9\x92|\xe2\x80\xa4"
+)
+DECODINGS = 3  # a path is checked as written and decoded up to this many times
+
+
+def _decodings(path: bytes) -> list[bytes]:
+    """The path and what it decodes to, again and again (an upstream, or a
+    server before it, may decode more than once)."""
+    out = [path]
+    for _ in range(DECODINGS):
+        path = unquote_to_bytes(path)
+        if path == out[-1]:
+            break
+        out.append(path)
+    return out
 
 
 def upstream_suffix(scope: Scope) -> str:
@@ -168,9 +184,7 @@ def upstream_suffix(scope: Scope) -> str:
     raw = raw.split(b"?", 1)[0]
     once = unquote_to_bytes(raw)
     # twice too: an upstream (or a server before it) may decode again
-    if not raw.startswith(b"/v1/") or any(
-        _UNSAFE_PIECE.search(p) for p in (once, unquote_to_bytes(once))
-    ):
+    if not raw.startswith(b"/v1/") or any(_UNSAFE_PIECE.search(p) for p in _decodings(once)):
         raise BadRequest(
             "The request path must stay below /v1/: '.' and '..' segments (in any "
             "encoding) and control characters are refused.",

@@ -67,6 +67,10 @@ def raw_request(port: int, target: str, headers: str = "") -> tuple[int, bytes]:
         "/v1/models/..",
         "/v1/./models",
         "/v1/models%00",
+        "/v1/..;/..;/admin",  # a path parameter some servers strip
+        "/v1/%25252e%25252e/admin",  # escaped three times
+        "/v1/%EF%BC%8E%EF%BC%8E/admin",  # fullwidth dots, which NFKC folds to '..'
+        "/v1/%E2%80%A4%E2%80%A4/admin",  # one dot leaders
     ],
 )
 def test_a_path_that_could_leave_the_base_is_refused(upstream: FakeUpstream, target: str) -> None:
