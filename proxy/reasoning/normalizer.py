@@ -192,6 +192,9 @@ class StreamNormalizer:
             return out
         if self.finished:  # after a finish_reason, a close without [DONE] is a normal end
             return out + self._flush_choices() + self._done()
+        if self._upstream_error is not None:  # its error event said why it ends: no second one
+            self.state = FAILED
+            return out
         return out + self._fail(
             StreamFailure("upstream_closed", "The upstream closed the stream before it finished.")
         )

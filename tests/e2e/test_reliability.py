@@ -319,14 +319,23 @@ def test_comments_before_a_good_first_event_are_forwarded(upstream: FakeUpstream
     assert r.text.rstrip().endswith("data: [DONE]")
 
 
-def test_an_error_after_the_first_event_stays_an_error_event(upstream: FakeUpstream) -> None:
+@pytest.mark.parametrize("done", [True, False])
+def test_an_error_after_the_first_event_stays_an_error_event(
+    upstream: FakeUpstream, done: bool
+) -> None:
+    """Forwarded as it came, and the only error of the stream: an upstream
+    that closes after it gets no second one from the proxy."""
     upstream.script(
-        Stream([chunk({"content": "partial"}), {"error": {"message": "late", "code": 500}}])
+        Stream(
+            [chunk({"content": "partial"}), {"error": {"message": "late", "code": 500}}],
+            done=done,
+        )
     )
     with running_proxy(tenant_route(upstream)) as proxy:
         r = stream_request(proxy.url)
     assert r.status_code == 200
     assert '"late"' in r.text
+    assert r.text.count('"error"') == 1
 
 
 def test_a_close_before_any_event_is_a_502(upstream: FakeUpstream) -> None:

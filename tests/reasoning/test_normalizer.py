@@ -835,3 +835,15 @@ def test_a_first_error_event_behind_a_bom_is_seen() -> None:
     normalizer.feed(BOM + b'data: {"error": {"message": "overloaded"}}\n\n')
     assert normalizer.seen_data
     assert normalizer.first_error == {"message": "overloaded"}
+
+
+def test_a_close_after_an_upstream_error_event_adds_no_second_error() -> None:
+    normalizer = StreamNormalizer()
+    body = render_stream([chunk({"content": "partial"}), {"error": {"message": "late"}}])
+    out = normalizer.feed(body.removesuffix(b"data: [DONE]\n\n"))
+    out += normalizer.finish()
+    assert out.count(b'"error"') == 1
+    assert b"upstream_closed" not in out
+    assert normalizer.state == "failed"
+    turn = normalizer.turn()
+    assert (turn.complete, turn.error, turn.content) == (False, "upstream_error_event", "partial")
