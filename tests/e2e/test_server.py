@@ -175,7 +175,8 @@ def test_upstream_json_answer_to_a_stream_request_is_normalized(upstream: FakeUp
     assert r.headers["content-type"].startswith("text/event-stream")
     streamed = read_stream(r.content)
     assert streamed["content"] == "ans"
-    assert streamed["reasoning_content"] == "r"
+    assert streamed["reasoning"] == "r"
+    assert streamed["done"] is True
 
 
 # -- settings headers ----------------------------------------------------------------
