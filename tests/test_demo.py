@@ -286,10 +286,25 @@ def test_the_tool_a_user_names_is_called_with_the_quoted_command() -> None:
     function = tool_call_of("Use the Bash tool to run `echo hello-from-tool`", tools)
     assert function["name"] == "Bash"
     assert json.loads(function["arguments"]) == {"command": "echo hello-from-tool"}
-    # no tool named: the first one, with all of its required parameters
-    function = tool_call_of("Plan a small refactoring of the parser", tools)
+    # a named tool gets all of its required parameters
+    function = tool_call_of("Ask the Agent to plan a small refactoring of the parser", tools)
     assert function["name"] == "Agent"
     assert set(json.loads(function["arguments"])) == {"description", "prompt"}
+
+
+def test_a_question_that_names_no_tool_is_answered_without_one() -> None:
+    """Coding agents offer tools with every request; a question that names
+    none (and no get_weather on offer) is answered directly, not sent to the
+    first tool (Claude Code's Agent tool then looped on itself)."""
+    tools = [agent_tool("Agent", "description", "prompt"), agent_tool("Bash", "command")]
+    body = {
+        "model": "demo-kimi",
+        "messages": [{"role": "user", "content": "What is 17 * 23?"}],
+        "tools": tools,
+    }
+    message = call("POST", "/v1/chat/completions", body).json["choices"][0]["message"]
+    assert "tool_calls" not in message or not message["tool_calls"]
+    assert message["content"] == "17 * 23 = 391."
 
 
 def tool_loop(reasoning: Any = None, *, with_key: bool = True) -> list[dict[str, Any]]:

@@ -222,7 +222,7 @@ _QUOTED = re.compile(r"`([^`]+)`")
 
 def _offered_tool(tools: Any, text: str = "") -> _Tool | None:
     """get_weather when offered, else the tool the user names (a coding
-    agent offers dozens), else the first function tool."""
+    agent offers dozens, and asks questions that need none), else none."""
     offered: list[_Tool] = []
     for tool in tools if isinstance(tools, list) else ():
         function = tool.get("function") if isinstance(tool, dict) else None
@@ -239,7 +239,7 @@ def _offered_tool(tools: Any, text: str = "") -> _Tool | None:
     named = {w.lower() for w in _WORD.findall(text)}
     return next(
         (t for t in offered if t.name == "get_weather"),
-        next((t for t in offered if t.name.lower() in named), offered[0]),
+        next((t for t in offered if t.name.lower() in named), None),
     )
 
 
