@@ -157,30 +157,44 @@ class Door:
             output=output,
         )
 
+        # (the two closures do not call each other: a reference cycle per
+        # request would leave its objects to the cyclic collector)
         async def stream(response: Response) -> None:
             if not ex.stream:  # the upstream streamed what was asked whole
-                await whole(await self._as_whole(response))
+                response = await self._as_whole(response)
+                await self._whole(ex, response, options, trace, state)
                 return
-            normalizer = state.reader = StreamNormalizer(options)
-            if rt.live.active:
-                normalizer.watch()
-                self._watch(ex)
-
-            async def remember(turn: Turn | None) -> None:
-                await self._remember(ex, turn)
-
-            relay = StreamRelay(ex, response, normalizer, trace, state, rt.key_mask, remember)
-            await relay.run()
+            await self._relay(ex, response, options, trace, state)
 
         async def whole(response: Response) -> None:
             if ex.stream and response.status < 300:  # answered whole what was asked streamed
                 response = await self._as_stream(response)
                 if response.status == 200:
-                    await stream(response)
+                    await self._relay(ex, response, options, trace, state)
                     return
             await self._whole(ex, response, options, trace, state)
 
         await self.call_upstream(ex, trace, state, "/chat/completions", stream, whole)
+
+    async def _relay(
+        self,
+        ex: Exchange,
+        response: Response,
+        options: NormalizeOptions,
+        trace: Trace,
+        state: Progress,
+    ) -> None:
+        rt = self.rt
+        normalizer = state.reader = StreamNormalizer(options)
+        if rt.live.active:
+            normalizer.watch()
+            self._watch(ex)
+
+        async def remember(turn: Turn | None) -> None:
+            await self._remember(ex, turn)
+
+        relay = StreamRelay(ex, response, normalizer, trace, state, rt.key_mask, remember)
+        await relay.run()
 
     async def _read(self, response: Response) -> bytes:
         try:

@@ -60,6 +60,7 @@ from proxy.doors.responses.request import (
 from proxy.errors import BadRequest, NotFound
 from proxy.exchange import Exchange, parse_json_object
 from proxy.history.service import STORE_TIMEOUT
+from proxy.reasoning.blocks import Turn
 from proxy.runtime import Runtime
 from proxy.sealing import Sealed
 from proxy.settings import SETTINGS, header_overrides
@@ -187,9 +188,13 @@ class ResponsesEndpoint(Door):
                 hidden=not ex.settings.include_in_response,
                 max_line_bytes=self.rt.config.limits.max_sse_line_bytes,
             )
+            inner = trace.inner
             if ownership.guarded(ex.route):
                 self._record_before_the_end(ex, trace)
-            await forward_native(self, ex, trace, state, reader, "/responses")
+            try:
+                await forward_native(self, ex, trace, state, reader, "/responses")
+            finally:
+                trace.inner = inner  # (no cycle through the wrapper outlives the request)
             return
         trace.dropped(ex.extra_headers)
         encoder = state.encoder
@@ -207,7 +212,13 @@ class ResponsesEndpoint(Door):
 
         trace.inner = send
         trace.fields["response_id"] = encoder.response_id
-        await super().forward(ex, trace, state)
+        try:
+            await super().forward(ex, trace, state)
+        finally:
+            # the wrappers reach the state that holds them: unlinked, the
+            # request's objects are freed as it ends, not by the collector
+            trace.inner = inner
+            encoder.turn = _no_turn
 
     def _record_before_the_end(self, ex: Exchange, trace: Trace) -> None:
         """Which tenant made the response (a route key hides it from the
@@ -270,6 +281,10 @@ class ResponsesEndpoint(Door):
             metrics.child(metrics.sealed_rejected, "responses").inc()
             log.warning("a reasoning item's encrypted_content is not this proxy's; ignored")
         return sealed
+
+
+def _no_turn() -> Turn | None:
+    return None
 
 
 def with_effort(headers: list[tuple[str, str]], effort: str | None) -> list[tuple[str, str]]:
