@@ -4,7 +4,7 @@ is freed by reference counting when it ends. A reference cycle per request
 until a collection, which then walks them all: about 40,000 instructions
 more per request, and pauses under load. The app is called in process as
 uvicorn calls it, its upstream a mock transport; each door, streamed and
-whole, on the chat upstream path."""
+whole, on the chat upstream path, and the pass-through."""
 
 from __future__ import annotations
 
@@ -58,6 +58,7 @@ DOORS = {
     "/v1/chat/completions": "messages",
     "/v1/responses": "input",
     "/v1/messages": "messages",
+    "/v1/embeddings": "input",  # pass-through
 }
 
 
