@@ -44,6 +44,7 @@ from proxy.config import (
 from proxy.errors import (
     BadRequest,
     ConfigError,
+    Forbidden,
     LoopDetected,
     MethodNotAllowed,
     NotFound,
@@ -98,6 +99,8 @@ class ProxyApp:
         self.count_tokens = CountTokensEndpoint(runtime, self.chat.planner)
         self.mounts = tuple((mounts or {}).items())
         self.own_connections = runtime.upstream.own_connections
+        allowed = runtime.config.server.allowed_origins
+        self.origins = None if "*" in allowed else frozenset(o.rstrip("/") for o in allowed)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -116,6 +119,9 @@ class ProxyApp:
             await self._loop_back(scope, send)
             return
         rt = self.runtime
+        if self.origins is not None and _foreign_page(scope, self.origins):
+            await self._refuse(scope, send, Forbidden(FOREIGN_PAGE, code="forbidden_origin"))
+            return
         if rt.draining and path not in DRAIN_PATHS:
             await self._refuse(scope, send, ServerShuttingDown())
             return
@@ -199,6 +205,32 @@ def door_path(path: str) -> str:
     if "//" in path or path.endswith("/"):
         return "/" + "/".join(piece for piece in path.split("/") if piece)
     return path
+
+
+FOREIGN_PAGE = (
+    "A web page of another origin may not call this proxy (its requests would "
+    "spend this proxy's keys): list the origin in server.allowed_origins to allow it."
+)
+
+
+def _foreign_page(scope: Scope, allowed: frozenset[str]) -> bool:
+    """A browser request from a page of another origin: its `Origin` is not
+    this server's own (the Host it was sent to) nor an allowed one. Browsers
+    send Origin on every cross-origin request, and on same-origin ones but
+    GET and HEAD; other clients send none."""
+    origin = host = None
+    for name, value in scope["headers"]:
+        if name == b"origin":
+            origin = value
+        elif name == b"host":
+            host = value
+    if origin is None:
+        return False
+    text = origin.decode("latin-1")
+    if text in allowed:
+        return False
+    scheme, _, authority = text.partition("://")
+    return host is None or authority != host.decode("latin-1") or scheme not in ("http", "https")
 
 
 def _from_own(own: Mapping[Ends, int], scope: Scope) -> bool:

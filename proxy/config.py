@@ -173,6 +173,9 @@ class ServerModel(_Model):
     # HTTP_PROXY, HTTPS_PROXY and NO_PROXY are read only when this is true
     trust_env: bool = False
     upstream_client: Literal["builtin", "aiohttp"] = "builtin"
+    # web pages (an `Origin` other than this server's own) allowed to call it;
+    # "*": any. Clients that are not browsers send no Origin and are not affected.
+    allowed_origins: list[str] = Field(default_factory=list)
 
 
 class StoreModel(_Model):

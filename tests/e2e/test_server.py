@@ -715,3 +715,53 @@ def test_the_root_says_what_answers_here(upstream: FakeUpstream) -> None:
     assert root.json()["name"] == "reasoning-proxy"
     assert root.json()["api"] == "/v1"
     assert upstream.requests == []
+
+
+def test_a_web_page_of_another_origin_cannot_spend_the_route_key(upstream: FakeUpstream) -> None:
+    """A page on another site can make a browser POST a `text/plain` body to
+    a proxy on localhost (no preflight for that): the proxy refuses any
+    request whose Origin is not its own, before anything goes upstream. Its
+    own page (the inspector) and clients that send no Origin are served;
+    `server.allowed_origins` lets a named page in."""
+    text_plain = {**KEY, "Content-Type": "text/plain"}
+    raw = orjson.dumps(body(False))
+    config = route_config(upstream, api_key="sk-route-key-csrf")
+    with running_proxy(config) as proxy:
+        own = proxy.base.removeprefix("http://")
+        foreign = [
+            httpx.post(
+                f"{proxy.url}/chat/completions", content=raw, headers={**text_plain, "Origin": o}
+            )
+            for o in (
+                "https://evil.example",
+                "null",
+                "http://127.0.0.2",
+                f"http://{own}.evil.example",
+            )
+        ]
+        listed = httpx.get(f"{proxy.url}/conversations", headers={"Origin": "https://evil.example"})
+        assert upstream.requests == []
+        upstream.script(Json({"choices": [{"message": {"role": "assistant", "content": "ok"}}]}))
+        same = httpx.post(
+            f"{proxy.url}/chat/completions",
+            content=raw,
+            headers={**text_plain, "Origin": f"http://{own}"},
+        )
+    assert [r.status_code for r in foreign] == [403, 403, 403, 403]
+    assert foreign[0].json()["error"]["code"] == "forbidden_origin"
+    assert listed.status_code == 403
+    assert same.status_code == 200
+    allowed = route_config(upstream, top={"server": {"allowed_origins": ["https://app.example"]}})
+    with running_proxy(allowed) as proxy:
+        upstream.script(Json({"choices": [{"message": {"role": "assistant", "content": "ok"}}]}))
+        named = httpx.post(
+            f"{proxy.url}/chat/completions",
+            content=raw,
+            headers={**text_plain, "Origin": "https://app.example"},
+        )
+        other = httpx.post(
+            f"{proxy.url}/chat/completions",
+            content=raw,
+            headers={**text_plain, "Origin": "https://b.example"},
+        )
+    assert (named.status_code, other.status_code) == (200, 403)
