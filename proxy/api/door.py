@@ -276,10 +276,7 @@ class Door:
         state: Progress,
     ) -> None:
         trace.upstream_first_byte()
-        try:
-            body = await Upstream.read_all(response, self.rt.config.limits.max_response_bytes)
-        except UpstreamReadError as exc:
-            raise read_failure_error(exc) from None
+        body = await self._read(response)
         headers = response_headers(response)
         status = response.status
         if status < 300:
