@@ -354,3 +354,25 @@ def test_a_close_before_any_event_is_a_502(upstream: FakeUpstream) -> None:
     assert r.status_code == 502
     assert r.json()["type"] == "error"
     assert r.json()["error"]["type"] == "api_error"
+
+
+def test_a_last_event_without_its_blank_line_still_ends_the_stream(
+    upstream: FakeUpstream,
+) -> None:
+    """An upstream that closes right after `message_stop`'s data line (no blank
+    line): the event counts, the stream ends well and the turn is complete."""
+    events = anthropic_stream().chunks
+    last = events[-1]
+    assert isinstance(last, bytes)
+    upstream.script(Stream([*events[:-1], last.rstrip(b"\n")], done=False))
+    body = {**stream_body(), "model": "claude-up"}
+    with running_proxy(native(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}, timeout=30)
+        stored = httpx.get(
+            f"{proxy.url}/conversations/{r.headers['x-conversation-id']}",
+            headers={"Authorization": f"Bearer {KEY}"},
+        ).json()
+    names = [name for name, _ in parse_events(r.content)]
+    assert names[-1] == "message_stop"
+    assert "error" not in names
+    assert stored["turns"][0]["complete"] is True

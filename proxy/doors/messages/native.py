@@ -245,11 +245,19 @@ class NativeReader:
         return b"".join(out)
 
     def finish(self) -> bytes:
-        """The upstream closed the stream."""
+        """The upstream closed the stream: what it sent without its last
+        blank line still counts (a final `message_stop` ends it well)."""
         if self.state != OPEN:
             return b""
-        message = "The upstream closed the stream before it finished."
-        return self._fail(StreamFailure("upstream_closed", message))
+        try:
+            events = self._decoder.flush()
+        except SSELineTooLong as exc:
+            return self._fail(StreamFailure("upstream_line_too_long", str(exc)))
+        out = [self._event(ev) for ev in events if isinstance(ev, SSEEvent) and self.state == OPEN]
+        if self.state == OPEN:
+            message = "The upstream closed the stream before it finished."
+            out.append(self._fail(StreamFailure("upstream_closed", message)))
+        return b"".join(out)
 
     def abort(self, failure: StreamFailure) -> bytes:
         """The proxy ends the stream (idle timeout, a broken connection)."""
