@@ -218,19 +218,21 @@ def _foreign_page(scope: Scope, allowed: frozenset[str]) -> bool:
     this server's own (the Host it was sent to) nor an allowed one. Browsers
     send Origin on every cross-origin request, and on same-origin ones but
     GET and HEAD; other clients send none."""
-    origin = host = None
+    origin = None
+    hosts = []  # where the page sent it: Host, or the Host a reverse proxy before this one got
     for name, value in scope["headers"]:
         if name == b"origin":
             origin = value
-        elif name == b"host":
-            host = value
+        elif name == b"host" or name == b"x-forwarded-host":
+            hosts.append(value)
     if origin is None:
         return False
     text = origin.decode("latin-1")
     if text in allowed:
         return False
     scheme, _, authority = text.partition("://")
-    return host is None or authority != host.decode("latin-1") or scheme not in ("http", "https")
+    # (a page cannot set X-Forwarded-Host on a request sent without asking first)
+    return scheme not in ("http", "https") or authority.encode("latin-1") not in hosts
 
 
 def _from_own(own: Mapping[Ends, int], scope: Scope) -> bool:

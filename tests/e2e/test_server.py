@@ -742,12 +742,24 @@ def test_a_web_page_of_another_origin_cannot_spend_the_route_key(upstream: FakeU
         listed = httpx.get(f"{proxy.url}/conversations", headers={"Origin": "https://evil.example"})
         assert upstream.requests == []
         upstream.script(Json({"choices": [{"message": {"role": "assistant", "content": "ok"}}]}))
+        # behind a reverse proxy that names the public host it was sent to
+        upstream.script(Json({"choices": [{"message": {"role": "assistant", "content": "ok"}}]}))
+        behind = httpx.post(
+            f"{proxy.url}/chat/completions",
+            content=raw,
+            headers={
+                **text_plain,
+                "Origin": "https://proxy.example",
+                "X-Forwarded-Host": "proxy.example",
+            },
+        )
         same = httpx.post(
             f"{proxy.url}/chat/completions",
             content=raw,
             headers={**text_plain, "Origin": f"http://{own}"},
         )
     assert [r.status_code for r in foreign] == [403, 403, 403, 403]
+    assert behind.status_code == 200
     assert foreign[0].json()["error"]["code"] == "forbidden_origin"
     assert listed.status_code == 403
     assert same.status_code == 200
