@@ -21,6 +21,7 @@ unchanged for clients that round-trip them, except under
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from proxy.reasoning.blocks import Json, index_key
@@ -37,6 +38,12 @@ OUTPUTS: tuple[Output, ...] = (
 
 THINK_OPEN = "<think>\n"
 THINK_CLOSE = "\n</think>"
+# a `</think>` the reasoning itself holds (a model reasoning about the tag):
+# written with a zero-width space after its `<`, so no tag parser (a
+# client's, or this proxy's when the content comes back) ends the block there
+_INNER_CLOSE = re.compile(r"</(think)>", re.IGNORECASE)
+_ESCAPED = "<\u200b/\\1>"
+_CLOSE_TAG = "</think>"
 _AFTER_CLOSE = "\n\n"  # between the closed block and the answer text that follows it
 _TEXT_FIELDS = ("reasoning_content", "reasoning", "thinking")
 V, R = 0, 1  # segment kinds, as channels writes them
@@ -45,11 +52,12 @@ V, R = 0, 1  # segment kinds, as channels writes them
 class ShapeWriter:
     """Writes one choice's reasoning in a shape other than the default."""
 
-    __slots__ = ("gap", "index", "open", "sealed", "shape", "used")
+    __slots__ = ("gap", "held", "index", "open", "sealed", "shape", "used")
 
     def __init__(self, shape: Output) -> None:
         self.shape = shape
         self.open = False  # think_tags: a <think> block is open on the wire
+        self.held = ""  # think_tags: reasoning that may begin a `</think>` (next delta decides)
         # reasoning_details: the index of the current block, whether one was
         # written, whether something else came since (a new block follows),
         # and whether the last thinking block was sealed by its signature
@@ -99,16 +107,31 @@ class ShapeWriter:
                     self.open = True
                     out.append(THINK_OPEN)
                     text = text.lstrip("\n")  # a block separator: the tag separates now
-                out.append(text)
+                out.append(self._escaped(text))
             else:
                 if self.open:
                     self.open = False
-                    out += (THINK_CLOSE, _AFTER_CLOSE)
+                    out += (self._release(), THINK_CLOSE, _AFTER_CLOSE)
                 out.append(text)
         if self.open and closing:
             self.open = False
-            out.append(THINK_CLOSE)
+            out += (self._release(), THINK_CLOSE)
         return "".join(out)
+
+    def _escaped(self, text: str) -> str:
+        """Reasoning with its own `</think>`s escaped; a tail that may begin
+        one is held for the next delta."""
+        text = _INNER_CLOSE.sub(_ESCAPED, self.held + text)
+        self.held = ""
+        start = text.rfind("<", max(0, len(text) - len(_CLOSE_TAG) + 1))
+        if start >= 0 and _CLOSE_TAG.startswith(text[start:].lower()):
+            self.held = text[start:]
+            return text[:start]
+        return text
+
+    def _release(self) -> str:
+        held, self.held = self.held, ""
+        return held
 
     def _details(self, obj: Json, reasoning: str, source: str | None) -> bool:
         upstream = obj.get("reasoning_details")

@@ -252,3 +252,46 @@ def test_every_shape_carries_what_the_default_carries(
         assert all(b.is_hidden for b in turn.thinking)
     else:
         assert turn == default.turn()
+
+
+ZWSP = "\u200b"
+
+
+def test_think_tags_escape_a_close_tag_the_reasoning_holds() -> None:
+    """A model reasoning about `</think>` itself: written as it is, a client's
+    tag parser would end the block there. Its `<` gets a zero-width space
+    after it, also when the tag is split across deltas; the stored
+    reasoning keeps the text as the model wrote it."""
+    thought = 'The user asks what "</think>" means; a </THINK> closes a block.'
+    pieces = ['The user asks what "</thi', 'nk>" means; a <', "/THINK> closes a block."]
+    chunks = [
+        *(chunk({"reasoning_content": p}) for p in pieces),
+        chunk({"content": "It closes the reasoning."}),
+        chunk({}, "stop"),
+    ]
+    parts, turn = streamed_chunks(chunks, "think_tags")
+    content = "".join(p.get("content") or "" for p in parts)
+    assert content.count("</think>") == 1  # the real close, before the answer
+    assert content.replace(ZWSP, "") == f"<think>\n{thought}\n</think>\n\nIt closes the reasoning."
+    assert [b.thought for b in turn.thinking] == [thought]
+
+
+def test_think_tags_release_a_held_lt_that_begins_no_tag() -> None:
+    chunks = [
+        chunk({"reasoning_content": "a <"}),
+        chunk({"reasoning_content": " b"}),
+        chunk({}, "stop"),
+    ]
+    parts, _ = streamed_chunks(chunks, "think_tags")
+    assert [p.get("content") for p in parts] == ["<think>\na ", "< b", "\n</think>"]
+    whole = {
+        "choices": [
+            {
+                "index": 0,
+                "message": {"content": "A", "reasoning": "x </think"},
+                "finish_reason": "stop",
+            }
+        ]
+    }
+    normalize_completion(whole, NormalizeOptions(output="think_tags"))
+    assert whole["choices"][0]["message"]["content"] == "<think>\nx </think\n</think>\n\nA"
