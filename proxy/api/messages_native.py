@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from proxy.config import Route
-from proxy.exchange import OWN_HEADERS
+from proxy.exchange import CREDENTIAL_HEADERS, OWN_HEADERS
 from proxy.upstream import (
     strip_hop_by_hop,
 )
@@ -36,7 +36,7 @@ def native_headers(headers: list[tuple[str, str]], route: Route) -> list[tuple[s
     ]
     out.append(("content-type", "application/json"))
     if route.api_key is not None:
-        out = [(k, v) for k, v in out if k not in ("authorization", "x-api-key")]
+        out = [(k, v) for k, v in out if k not in CREDENTIAL_HEADERS]
         out.append(("x-api-key", route.api_key.get()))
     if not any(k == "anthropic-version" for k, _ in out):
         out.append(("anthropic-version", ANTHROPIC_VERSION))

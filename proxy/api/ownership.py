@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from urllib.parse import unquote
 
 from proxy.config import Route
 from proxy.errors import BadRequest, NotFound
@@ -22,8 +23,8 @@ from proxy.stores.base import StoreFailure
 RECORD = b'{"relayed":true}'
 MISSING = "No response with that id."
 _ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
-# /responses/{id}, /responses/{id}/input_items, /responses/{id}/cancel (query kept)
-_PATH = re.compile(r"/responses/([^/?]+)(?:/[^?]*)?(?:\?.*)?")
+# /responses/<name> paths that are endpoints of their own, not a response's
+_COLLECTION = frozenset(("input_tokens", "compact"))
 
 
 def guarded(route: Route) -> bool:
@@ -31,16 +32,28 @@ def guarded(route: Route) -> bool:
 
 
 def response_id_of(suffix: str) -> str | None:
-    """The response id a pass-through path names, if it names one."""
-    match = _PATH.fullmatch(suffix)
-    return match[1] if match else None
+    """The response id a pass-through path names (`/responses/{id}`, and
+    its `/input_items` and `/cancel`), read as an upstream would: escapes
+    decoded and empty segments dropped (`/responses//{id}` is the same
+    response to a server that merges slashes)."""
+    path = unquote(suffix.partition("?")[0])
+    segments = [s for s in path.split("/") if s]
+    if len(segments) < 2 or segments[0] != "responses" or segments[1] in _COLLECTION:
+        return None
+    return segments[1]
 
 
 async def owns(rt: Runtime, tenant: str, response_id: str) -> bool:
     if not _ID.fullmatch(response_id):
         return False
     with rt.health.errors("responses"):
-        return await rt.store.get_response(tenant, response_id) is not None
+        try:
+            found = await asyncio.wait_for(
+                rt.store.get_response(tenant, response_id), STORE_TIMEOUT
+            )
+        except TimeoutError:
+            raise StoreFailure("the store did not answer in time") from None
+    return found is not None
 
 
 async def check(rt: Runtime, tenant: str, response_id: str) -> None:
@@ -72,5 +85,9 @@ async def record(rt: Runtime, tenant: str, response_id: str | None) -> None:
 
 
 async def forget(rt: Runtime, tenant: str, response_id: str) -> None:
-    with rt.health.errors("responses"):
-        await rt.store.delete_response(tenant, response_id)
+    """Drop the record of a response the upstream deleted (the answer has
+    gone out: a store that fails is counted, not raised)."""
+    try:
+        await asyncio.wait_for(rt.store.delete_response(tenant, response_id), STORE_TIMEOUT)
+    except (TimeoutError, StoreFailure) as exc:
+        rt.health.failed("responses", exc)

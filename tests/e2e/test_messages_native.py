@@ -206,12 +206,18 @@ def test_a_route_key_is_sent_as_x_api_key_alone(upstream: FakeUpstream) -> None:
         httpx.post(
             f"{proxy.url}/messages",
             json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]},
-            headers={"Authorization": f"Bearer {KEY}"},
+            headers={
+                "Authorization": f"Bearer {KEY}",
+                "api-key": "sk-client-b",
+                "x-goog-api-key": "sk-client-c",
+                "Cookie": "session=sk-client-d",
+            },
             timeout=30,
         )
     sent = messages_requests(upstream)[0]
     assert sent.headers["x-api-key"] == "sk-route"
-    assert "authorization" not in sent.headers
+    for name in ("authorization", "api-key", "x-goog-api-key", "cookie"):
+        assert name not in sent.headers, name
     assert sent.headers["anthropic-version"] == "2023-06-01"
 
 

@@ -228,6 +228,10 @@ def test_a_keyed_route_keeps_each_tenants_responses_apart(upstream: FakeUpstream
             httpx.get(f"{proxy.url}/responses/resp_up/input_items", headers=bob),
             httpx.delete(f"{proxy.url}/responses/resp_up"),
             httpx.post(f"{proxy.url}/responses/resp_up/cancel", headers=bob),
+            # spelled as an upstream that merges slashes or decodes %2F reads them
+            httpx.get(f"{proxy.url}/responses//resp_up", headers=bob),
+            httpx.get(f"{proxy.base}/v1//responses/resp_up", headers=bob),
+            httpx.get(f"{proxy.url}/responses%2Fresp_up", headers=bob),
         ]
         continued = httpx.post(
             f"{proxy.url}/responses",
@@ -239,12 +243,22 @@ def test_a_keyed_route_keeps_each_tenants_responses_apart(upstream: FakeUpstream
         own = httpx.get(f"{proxy.url}/responses/resp_up", headers=alice)
         deleted = httpx.delete(f"{proxy.url}/responses/resp_up", headers=alice)
         again = httpx.get(f"{proxy.url}/responses/resp_up", headers=alice)
-    assert [r.status_code for r in foreign] == [404, 404, 404, 404]
+        # the API's own endpoints under /responses/ are not response ids
+        upstream.script(Json({"object": "response.input_tokens", "input_tokens": 3}))
+        counted = httpx.post(
+            f"{proxy.url}/responses/input_tokens", json={"model": "m", "input": "x"}, headers=bob
+        )
+    assert [r.status_code for r in foreign] == [404] * 7
     assert all(r.json()["error"]["code"] == "response_not_found" for r in foreign)
     assert continued.status_code == 400
     assert continued.json()["error"]["param"] == "previous_response_id"
     assert (own.status_code, deleted.status_code, again.status_code) == (200, 200, 404)
-    assert [r.path for r in upstream.requests[sent:]] == ["/v1/responses/resp_up"] * 2
+    assert counted.status_code == 200
+    assert [r.path for r in upstream.requests[sent:]] == [
+        "/v1/responses/resp_up",
+        "/v1/responses/resp_up",
+        "/v1/responses/input_tokens",
+    ]
 
 
 def test_a_keyed_route_records_a_streamed_response_before_its_end(
