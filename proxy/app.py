@@ -21,7 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException
 
-from proxy.api.asgi import ASGIApp, Receive, Scope, Send, send_error
+from proxy.api.asgi import ASGIApp, Message, Receive, Scope, Send, send_bytes, send_error
 from proxy.api.chat import ChatEndpoint
 from proxy.api.conversations import conversations_router
 from proxy.api.messages import CountTokensEndpoint, MessagesEndpoint, send_anthropic_error
@@ -119,9 +119,17 @@ class ProxyApp:
             await self._loop_back(scope, send)
             return
         rt = self.runtime
-        if self.origins is not None and _foreign_page(scope, self.origins):
-            await self._refuse(scope, send, Forbidden(FOREIGN_PAGE, code="forbidden_origin"))
-            return
+        page, origin = page_origin(scope, self.origins)
+        if page:
+            if page == "foreign":
+                await self._refuse(scope, send, Forbidden(FOREIGN_PAGE, code="forbidden_origin"))
+                return
+            if scope["method"] == "OPTIONS" and any(
+                k == b"access-control-request-method" for k, _ in scope["headers"]
+            ):
+                await preflight(scope, send, origin)
+                return
+            send = with_cors(send, origin)
         if rt.draining and path not in DRAIN_PATHS:
             await self._refuse(scope, send, ServerShuttingDown())
             return
@@ -213,26 +221,64 @@ FOREIGN_PAGE = (
 )
 
 
-def _foreign_page(scope: Scope, allowed: frozenset[str]) -> bool:
-    """A browser request from a page of another origin: its `Origin` is not
-    this server's own (the Host it was sent to) nor an allowed one. Browsers
-    send Origin on every cross-origin request, and on same-origin ones but
-    GET and HEAD; other clients send none."""
+def page_origin(scope: Scope, allowed: frozenset[str] | None) -> tuple[str, bytes]:
+    """Where a browser request comes from: ("", b"") for no Origin (not a
+    browser) or this server's own origin (the Host it was sent to, or the
+    X-Forwarded-Host a reverse proxy before it sets, which a page cannot set
+    without asking first); ("allowed", origin) for a page `allowed` names
+    (None: any); ("foreign", origin) for any other page. Browsers send
+    Origin on every cross-origin request; other clients send none."""
     origin = None
-    hosts = []  # where the page sent it: Host, or the Host a reverse proxy before this one got
+    hosts = []
     for name, value in scope["headers"]:
         if name == b"origin":
             origin = value
         elif name == b"host" or name == b"x-forwarded-host":
             hosts.append(value)
     if origin is None:
-        return False
-    text = origin.decode("latin-1")
-    if text in allowed:
-        return False
-    scheme, _, authority = text.partition("://")
-    # (a page cannot set X-Forwarded-Host on a request sent without asking first)
-    return scheme not in ("http", "https") or authority.encode("latin-1") not in hosts
+        return "", b""
+    scheme, _, authority = origin.partition(b"://")
+    if scheme in (b"http", b"https") and authority in hosts:
+        return "", b""
+    if allowed is None or origin.decode("latin-1") in allowed:
+        return "allowed", origin
+    return "foreign", origin
+
+
+CORS_METHODS = b"GET, POST, PUT, DELETE, OPTIONS"
+
+
+async def preflight(scope: Scope, send: Send, origin: bytes) -> None:
+    """An allowed page asks first (CORS): what it may send."""
+    asked = next((v for k, v in scope["headers"] if k == b"access-control-request-headers"), b"")
+    headers = [
+        (b"access-control-allow-origin", origin),
+        (b"access-control-allow-methods", CORS_METHODS),
+        (b"access-control-max-age", b"600"),
+        (b"vary", b"Origin"),
+    ]
+    if asked:
+        headers.append((b"access-control-allow-headers", asked))
+    await send_bytes(send, 204, b"", headers)
+
+
+def with_cors(send: Send, origin: bytes) -> Send:
+    """`send` with an allowed page's CORS headers on the response head."""
+
+    async def cors(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {
+                **message,
+                "headers": [
+                    *message.get("headers", ()),
+                    (b"access-control-allow-origin", origin),
+                    (b"access-control-expose-headers", b"*"),
+                    (b"vary", b"Origin"),
+                ],
+            }
+        await send(message)
+
+    return cors
 
 
 def _from_own(own: Mapping[Ends, int], scope: Scope) -> bool:

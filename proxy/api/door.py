@@ -46,6 +46,7 @@ from proxy.reasoning.normalizer import (
     StreamNormalizer,
     normalize_completion,
 )
+from proxy.reasoning.sse import SSELineTooLong
 from proxy.runtime import Runtime
 from proxy.upstream import (
     BufferedResponse,
@@ -168,8 +169,8 @@ class Door:
 
         async def whole(response: Response) -> None:
             if ex.stream and response.status < 300:  # answered whole what was asked streamed
-                response = await self._as_stream(response)
-                if response.status == 200:
+                response, converted = await self._as_stream(response)
+                if converted:
                     await self._relay(ex, response, options, trace, state)
                     return
             await self._whole(ex, response, options, trace, state)
@@ -204,28 +205,34 @@ class Door:
 
     async def _as_whole(self, response: Response) -> BufferedResponse:
         """An event stream, read to its end, as the completion it adds up to
-        (a 502 when it holds no chunk)."""
+        (an error object when it failed or stopped short, for `_whole` to give
+        its status; a 502 when it holds no chunk)."""
         body = await self._read(response)
-        completion = stream_as_completion(body, self.rt.config.limits.max_sse_line_bytes)
+        try:
+            completion = stream_as_completion(body, self.rt.config.limits.max_sse_line_bytes)
+        except SSELineTooLong as exc:
+            raise UpstreamError(str(exc), code="upstream_line_too_long") from None
         if completion is None:
             raise UpstreamError(
                 "The upstream sent an event stream without a chunk.",
                 code="malformed_upstream_response",
             )
-        return BufferedResponse(200, _without_type(response), orjson.dumps(completion))
+        return BufferedResponse(200, _passed_on(response), orjson.dumps(completion))
 
-    async def _as_stream(self, response: Response) -> BufferedResponse:
-        """A whole 2xx completion as its event stream (status 200); a body that
-        is no completion comes back as it was, for `_whole` to judge."""
+    async def _as_stream(self, response: Response) -> tuple[BufferedResponse, bool]:
+        """A whole 2xx completion as its event stream (True); a body that is
+        no completion comes back as it was (False), for `_whole` to judge."""
         body = await self._read(response)
         try:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError:
             payload = None
         if type(payload) is not dict or payload.get("choices") is None:
-            return BufferedResponse(response.status, response.headers, body)
-        headers = [("content-type", "text/event-stream"), *_without_type(response)]
-        return BufferedResponse(200, headers, completion_as_stream(payload))
+            kind = response.header("content-type")
+            headers = [*_passed_on(response), *([("content-type", kind)] if kind else [])]
+            return BufferedResponse(response.status, headers, body), False
+        headers = [("content-type", "text/event-stream"), *_passed_on(response)]
+        return BufferedResponse(200, headers, completion_as_stream(payload)), True
 
     async def call_upstream(
         self,
@@ -375,9 +382,14 @@ class Door:
         return watcher
 
 
-def _without_type(response: Response) -> list[tuple[str, str]]:
+def _passed_on(response: Response) -> list[tuple[str, str]]:
+    """The headers a converted body goes on with: what `response_headers`
+    passes (no Content-Encoding for a body the transport decoded), less its
+    type and length, which the conversion sets."""
     return [
-        (k, v) for k, v in response.headers if k.lower() not in ("content-type", "content-length")
+        (k, v)
+        for k, v in response_headers(response)
+        if k.lower() not in ("content-type", "content-length")
     ]
 
 

@@ -313,7 +313,8 @@ def with_effort(headers: list[tuple[str, str]], effort: str | None) -> list[tupl
 
 
 async def load_response(rt: Runtime, tenant: str, response_id: str) -> dict[str, Any] | None:
-    """A stored response's record, or None."""
+    """A stored response's record, or None (also for the record that only
+    says who made a response a Responses upstream keeps: `ownership`)."""
     if not _RESPONSE_ID.fullmatch(response_id):
         return None
     with rt.health.errors("responses"):
@@ -324,7 +325,9 @@ async def load_response(rt: Runtime, tenant: str, response_id: str) -> dict[str,
         record = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    return record if isinstance(record, dict) else None
+    if not isinstance(record, dict) or not isinstance(record.get("response"), dict):
+        return None
+    return record
 
 
 async def load_chain(

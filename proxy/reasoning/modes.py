@@ -70,12 +70,14 @@ class _Choice:
                     self._calls(value)
             elif key == "role" or value is None:
                 continue
-            elif type(value) is str:
-                message[key] = message.get(key, "") + value
-            elif type(value) is list:
-                message[key] = [*message.get(key, ()), *value]
             else:
-                message[key] = value
+                before = message.get(key)
+                if type(value) is str and type(before) is str:
+                    message[key] = before + value
+                elif type(value) is list and type(before) is list:
+                    message[key] = [*before, *value]
+                else:
+                    message[key] = value
 
     def _calls(self, calls: list[Any]) -> None:
         for call in calls:
@@ -102,30 +104,44 @@ class _Choice:
         return {"index": index, "message": message, "finish_reason": self.finish_reason}
 
 
+CLOSED = {
+    "message": "The upstream closed the stream before it finished.",
+    "type": "upstream_error",
+    "code": "upstream_closed",
+}
+
+
 def stream_as_completion(body: bytes, max_line_bytes: int) -> Json | None:
     """The `chat.completion` a whole event stream adds up to: content and
     reasoning texts joined, tool calls put together by index, the last
-    finish_reason and usage. A stream whose first data event is an error
-    object gives `{"error": ...}`; one without a chunk (or not a stream at
-    all) gives None."""
+    finish_reason and usage. A stream that says it failed (an error object
+    or `event: error`, anywhere) gives `{"error": ...}`, and so does one that
+    stops before its end (no [DONE] and no finish_reason): half an answer is
+    not an answer. One without a chunk (or not a stream at all) gives None.
+    SSELineTooLong: a line over `max_line_bytes`."""
     decoder = SSEDecoder(max_line_bytes)
     events = [*decoder.feed(body), *decoder.flush()]
     envelope: Json = {}
     choices: dict[Any, _Choice] = {}
     usage: Json | None = None
+    ended = False
     for ev in events:
         if type(ev) is SSEComment:
             continue
         data = ev.data  # type: ignore[union-attr]
         if data.strip() == b"[DONE]":
+            ended = True
             break
         try:
             chunk = orjson.loads(data)
         except orjson.JSONDecodeError:
             return None
+        if ev.event == "error":  # type: ignore[union-attr]
+            error = chunk.get("error", chunk) if type(chunk) is dict else chunk
+            return {"error": error if error is not None else CLOSED}
         if type(chunk) is not dict:
             continue
-        if chunk.get("error") is not None and not chunk.get("choices") and not choices:
+        if chunk.get("error") is not None and not chunk.get("choices"):
             return {"error": chunk["error"]}
         for key in _ENVELOPE:
             if key not in envelope and chunk.get(key) is not None:
@@ -144,8 +160,11 @@ def stream_as_completion(body: bytes, max_line_bytes: int) -> Json | None:
                 state.add(delta)
             if choice.get("finish_reason") is not None:
                 state.finish_reason = choice["finish_reason"]
+                ended = True
     if not choices and usage is None:
         return None
+    if not ended:
+        return {"error": CLOSED}
     completion: Json = {**envelope, "object": "chat.completion"}
     completion["choices"] = [state.whole(index) for index, state in choices.items()]
     if usage is not None:

@@ -5,6 +5,7 @@ error as the first event of a 200 stream."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import time
@@ -482,6 +483,68 @@ def test_an_answer_in_the_other_mode_comes_in_the_mode_asked(
     assert turn["content"] == "Four."
     assert [b["thought"] for b in turn["blocks"]] == ["2+2"]
     assert turn["complete"] is True
+
+
+@pytest.mark.parametrize(("path", "field"), DOORS)
+def test_a_2xx_error_object_to_a_streamed_request_gets_its_status(
+    upstream: FakeUpstream, path: str, field: str
+) -> None:
+    upstream.script(Json({"error": {"message": "Rate limit exceeded", "code": 429}}))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = door_request(proxy.url, path, field, True)
+    assert r.status_code == 429, r.text
+    assert door_error(path, r)["message"] == "Rate limit exceeded"
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_compressed_answer_in_the_other_mode_is_passed_on_decoded(
+    upstream: FakeUpstream, stream: bool
+) -> None:
+    """The transport decodes gzip; a converted body goes on without the
+    upstream's Content-Encoding (a client would try to decode it again)."""
+    if stream:
+        raw = json.dumps(WHOLE).encode()
+    else:
+        raw = (
+            b"".join(
+                b"data: " + json.dumps(c).encode() + b"\n\n"
+                for c in [chunk({"reasoning_content": "2+2"}), chunk({"content": "Four."}, "stop")]
+            )
+            + b"data: [DONE]\n\n"
+        )
+    kind = "application/json" if stream else "text/event-stream"
+    upstream.script(
+        Json(gzip.compress(raw), headers={"Content-Encoding": "gzip", "Content-Type": kind})
+    )
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = door_request(proxy.url, "chat/completions", "messages", stream)
+    assert r.status_code == 200, r.text
+    assert "content-encoding" not in r.headers
+    assert answer_text("chat/completions", r) == "Four."
+
+
+@pytest.mark.parametrize(
+    ("answer", "status", "code"),
+    [
+        (Stream([chunk({"content": "half"})], done=False), 502, "upstream_closed"),
+        (
+            Stream([chunk({"content": "half"}), {"error": {"message": "late", "code": 503}}]),
+            503,
+            503,
+        ),
+        (Stream([chunk({"content": "x" * 5000})]), 502, "upstream_line_too_long"),
+    ],
+)
+def test_a_stream_to_a_whole_request_that_fails_is_an_error(
+    upstream: FakeUpstream, answer: Stream, status: int, code: Any
+) -> None:
+    upstream.script(answer)
+    config = tenant_route(upstream)
+    config["limits"] = {"max_sse_line_bytes": 1024}
+    with running_proxy(config) as proxy:
+        r = door_request(proxy.url, "chat/completions", "messages", False)
+    assert r.status_code == status, r.text
+    assert r.json()["error"]["code"] == code
 
 
 def test_the_openai_sdk_raises_the_status_error(upstream: FakeUpstream) -> None:

@@ -280,3 +280,35 @@ def test_a_keyed_route_records_a_streamed_response_before_its_end(
         own = httpx.get(f"{proxy.url}/responses/resp_up", headers=alice)
         other = httpx.get(f"{proxy.url}/responses/resp_up", headers=KEY)
     assert (own.status_code, other.status_code) == (200, 404)
+
+
+def test_a_relayed_responses_record_is_no_chain_for_another_route(upstream: FakeUpstream) -> None:
+    """The record of who made a response a keyed Responses upstream keeps is
+    not a stored Response: continuing it on a Chat route is the same 400 as
+    an unknown id, not a request whose earlier context silently vanished."""
+    alice = {"Authorization": "Bearer sk-alice-native"}
+    routes = {
+        "routes": [
+            {
+                "name": "r",
+                "models": ["r-*"],
+                "upstream": upstream.url,
+                "api": "responses",
+                "api_key": "rk-shared-key-1",
+            },
+            {"name": "chat", "models": ["*"], "upstream": upstream.url},
+        ]
+    }
+    with running_proxy(routes) as proxy:
+        upstream.script(Json({**BASE, "status": "completed", "output": [message("Hi.")]}))
+        made = httpx.post(
+            f"{proxy.url}/responses", json={"model": "r-1", "input": "x"}, headers=alice
+        )
+        assert made.status_code == 200, made.text
+        continued = httpx.post(
+            f"{proxy.url}/responses",
+            json={"model": "m", "input": "y", "previous_response_id": "resp_up"},
+            headers=alice,
+        )
+    assert continued.status_code == 400
+    assert continued.json()["error"]["code"] == "previous_response_not_found"

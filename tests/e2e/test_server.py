@@ -776,4 +776,24 @@ def test_a_web_page_of_another_origin_cannot_spend_the_route_key(upstream: FakeU
             content=raw,
             headers={**text_plain, "Origin": "https://b.example"},
         )
+        asked = httpx.options(
+            f"{proxy.url}/chat/completions",
+            headers={
+                "Origin": "https://app.example",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization, content-type",
+            },
+        )
+        refused = httpx.options(
+            f"{proxy.url}/chat/completions",
+            headers={"Origin": "https://b.example", "Access-Control-Request-Method": "POST"},
+        )
     assert (named.status_code, other.status_code) == (200, 403)
+    # an allowed page gets what CORS needs: it may ask first, and read the answer
+    assert named.headers["access-control-allow-origin"] == "https://app.example"
+    assert "access-control-allow-origin" not in other.headers
+    assert asked.status_code == 204
+    assert asked.headers["access-control-allow-origin"] == "https://app.example"
+    assert "POST" in asked.headers["access-control-allow-methods"]
+    assert asked.headers["access-control-allow-headers"] == "authorization, content-type"
+    assert refused.status_code == 403

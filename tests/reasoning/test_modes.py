@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.reasoning.modes import completion_as_stream, stream_as_completion
 from proxy.reasoning.normalizer import StreamNormalizer
+from proxy.reasoning.sse import SSELineTooLong
 
 LIMIT = 1 << 20
 
@@ -139,11 +141,47 @@ def test_a_stream_without_a_chunk_is_none_and_an_error_first_is_the_error() -> N
     assert stream_as_completion(sse({"error": {"message": "no"}}), LIMIT) == {
         "error": {"message": "no"}
     }
-    usage_only = stream_as_completion(sse({"choices": [], "usage": {"total_tokens": 1}}), LIMIT)
+    usage_only = stream_as_completion(
+        sse({"choices": [], "usage": {"total_tokens": 1}}, b"[DONE]"), LIMIT
+    )
     assert usage_only == {"object": "chat.completion", "choices": [], "usage": {"total_tokens": 1}}
-    plain = stream_as_completion(sse({"choices": [{"delta": {"content": "x"}}]}), LIMIT)
+    plain = stream_as_completion(sse({"choices": [{"delta": {"content": "x"}}]}, b"[DONE]"), LIMIT)
     assert plain is not None
     assert plain["choices"][0]["message"] == {"role": "assistant", "content": "x"}
+
+
+def test_a_stream_that_fails_or_stops_short_is_an_error() -> None:
+    """Half an answer is not an answer: an error anywhere, or an end before
+    [DONE] and before any finish_reason, gives the error to answer with."""
+    part = {"choices": [{"delta": {"content": "half"}}]}
+    closed = stream_as_completion(sse(part), LIMIT)
+    assert closed is not None
+    assert closed["error"]["code"] == "upstream_closed"
+    finished = stream_as_completion(sse(part, {"choices": [{"finish_reason": "stop"}]}), LIMIT)
+    assert finished is not None
+    assert finished["choices"][0]["message"]["content"] == "half"  # a finish_reason ends it
+    late = stream_as_completion(sse(part, {"error": {"message": "late", "code": 500}}), LIMIT)
+    assert late == {"error": {"message": "late", "code": 500}}
+    named = b"event: error\ndata: " + orjson.dumps({"error": {"message": "named"}}) + b"\n\n"
+    assert stream_as_completion(sse(part) + named, LIMIT) == {"error": {"message": "named"}}
+    bare = b"event: error\ndata: null\n\n"
+    failed = stream_as_completion(sse(part) + bare, LIMIT)
+    assert failed is not None
+    assert failed["error"]["code"] == "upstream_closed"
+    with pytest.raises(SSELineTooLong):
+        stream_as_completion(sse({"choices": [{"delta": {"content": "x" * 200}}]}), 100)
+
+
+def test_deltas_of_another_type_replace_rather_than_join() -> None:
+    body = sse(
+        {"choices": [{"delta": {"content": [{"type": "text", "text": "a"}]}}]},
+        {"choices": [{"delta": {"content": "b", "extra": ["x"]}}]},
+        {"choices": [{"delta": {"extra": "y"}, "finish_reason": "stop"}]},
+    )
+    completion = stream_as_completion(body, LIMIT)
+    assert completion is not None
+    assert completion["choices"][0]["message"]["content"] == "b"
+    assert completion["choices"][0]["message"]["extra"] == "y"
 
 
 texts = st.text(max_size=20)
