@@ -1,12 +1,14 @@
-"""Who made which response, where a Responses upstream cannot tell: a route
-with `api: responses` and its own `api_key` sends every client's request
-with the one route key, so the upstream sees one caller and would serve any
-response id to anyone. The proxy keeps a small record per response it
-relayed there (tenant, id), and a tenant may read, delete, cancel, list the
-items of or continue (`previous_response_id`) only its own; another
-tenant's id and an unknown one are the same 404 (400 as a previous id).
-Without a route key each client's own key goes upstream, which keeps its
-callers apart itself: nothing is recorded or checked."""
+"""Who made which stored answer, where the upstream cannot tell: a route
+with its own `api_key` sends every client's request with the one route key,
+so the upstream sees one caller and would serve any stored id to anyone.
+The proxy keeps a small record per answer it relayed there that the
+upstream stores (tenant, id): every response of an `api: responses` route,
+and the chat completions sent with `store: true` (OpenAI's stored
+completions). A tenant may read, delete, cancel, list the items or messages
+of, or continue (`previous_response_id`) only its own; another tenant's id
+and an unknown one are the same 404 (400 as a previous id). Without a route
+key each client's own key goes upstream, which keeps its callers apart
+itself: nothing is recorded or checked."""
 
 from __future__ import annotations
 
@@ -28,16 +30,22 @@ _COLLECTION = frozenset(("input_tokens", "compact"))
 
 
 def guarded(route: Route) -> bool:
-    return route.api == "responses" and route.api_key is not None
+    return route.api_key is not None and route.api in ("responses", "chat")
 
 
-def response_id_of(suffix: str) -> str | None:
-    """The response id a pass-through path names (`/responses/{id}`, and
-    its `/input_items` and `/cancel`), read as an upstream would: escapes
-    decoded and empty segments dropped (`/responses//{id}` is the same
-    response to a server that merges slashes)."""
+def stored_id_of(route: Route, suffix: str) -> str | None:
+    """The stored answer's id a pass-through path names (`/responses/{id}`
+    and its `/input_items` and `/cancel` on a Responses route,
+    `/chat/completions/{id}` and its `/messages` on a Chat one), read as an
+    upstream would: escapes decoded and empty segments dropped
+    (`/responses//{id}` is the same response to a server that merges
+    slashes)."""
     path = unquote(suffix.partition("?")[0])
     segments = [s for s in path.split("/") if s]
+    if route.api == "chat":
+        if len(segments) >= 3 and segments[0] == "chat" and segments[1] == "completions":
+            return segments[2]
+        return None
     if len(segments) < 2 or segments[0] != "responses" or segments[1] in _COLLECTION:
         return None
     return segments[1]

@@ -36,7 +36,6 @@ from proxy.api.asgi import (
     request_headers,
     send_error,
 )
-from proxy.api.ownership import response_id_of
 from proxy.api.trace import Trace
 from proxy.config import Route
 from proxy.errors import BadRequest, ProxyError, ServerShuttingDown, require_type
@@ -68,7 +67,7 @@ class PassthroughEndpoint:
             body = await read_body(receive, config.limits.max_body_bytes)
             route = self.planner.route(model_of(body))
             trace.route = route.name
-            owned = response_id_of(suffix) if ownership.guarded(route) else None
+            owned = ownership.stored_id_of(route, suffix) if ownership.guarded(route) else None
             if owned is not None:
                 await ownership.check(self.rt, tenant, owned)
         except ProxyError as exc:

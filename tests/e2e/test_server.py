@@ -797,3 +797,42 @@ def test_a_web_page_of_another_origin_cannot_spend_the_route_key(upstream: FakeU
     assert "POST" in asked.headers["access-control-allow-methods"]
     assert asked.headers["access-control-allow-headers"] == "authorization, content-type"
     assert refused.status_code == 403
+
+
+def test_stored_chat_completions_behind_a_route_key_stay_with_their_maker(
+    upstream: FakeUpstream,
+) -> None:
+    """OpenAI's stored completions (`store: true`) are read back by id through
+    the pass-through; behind a route key the upstream sees one caller, so the
+    proxy records who made each and serves its id to that tenant only."""
+    alice = {"Authorization": "Bearer sk-alice-chat"}
+    bob = {"Authorization": "Bearer sk-bob-chat"}
+    stored = {
+        "id": "chatcmpl-stored-1",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+    }
+    with running_proxy(route_config(upstream, api_key="sk-route-key-2")) as proxy:
+        upstream.script(Json(stored))
+        made = httpx.post(
+            f"{proxy.url}/chat/completions", json=body(False, store=True), headers=alice
+        )
+        assert made.status_code == 200, made.text
+        sent = len(upstream.requests)
+        foreign = [
+            httpx.get(f"{proxy.url}/chat/completions/chatcmpl-stored-1", headers=bob),
+            httpx.get(f"{proxy.url}/chat/completions/chatcmpl-stored-1/messages", headers=bob),
+            httpx.delete(f"{proxy.url}/chat//completions/chatcmpl-stored-1", headers=bob),
+        ]
+        assert len(upstream.requests) == sent
+        upstream.script(Json(stored), Json({"data": []}))
+        own = httpx.get(f"{proxy.url}/chat/completions/chatcmpl-stored-1", headers=alice)
+        messages = httpx.get(
+            f"{proxy.url}/chat/completions/chatcmpl-stored-1/messages", headers=alice
+        )
+        # a completion not sent with store: true was never recorded
+        upstream.script(Json({**stored, "id": "chatcmpl-unstored"}))
+        httpx.post(f"{proxy.url}/chat/completions", json=body(False), headers=alice)
+        unstored = httpx.get(f"{proxy.url}/chat/completions/chatcmpl-unstored", headers=alice)
+    assert [r.status_code for r in foreign] == [404, 404, 404]
+    assert (own.status_code, messages.status_code, unstored.status_code) == (200, 200, 404)
