@@ -4,7 +4,8 @@ is freed by reference counting when it ends. A reference cycle per request
 until a collection, which then walks them all: about 40,000 instructions
 more per request, and pauses under load. The app is called in process as
 uvicorn calls it, its upstream a mock transport; each door, streamed and
-whole, on the chat upstream path, and the pass-through."""
+whole, on the chat upstream path, to upstreams of the door's own API, and
+the pass-through."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from proxy.app import create_app
 from proxy.config import build_config
 from proxy.runtime import Runtime
 from proxy.upstream import MockResponse, MockTransport, Request
+from tests.e2e.test_messages_native import anthropic_stream, whole_message
+from tests.test_responses_native import BASE, message, upstream_stream
 
 MESSAGE = {"role": "assistant", "content": "Hi.", "reasoning_content": "Think."}
 COMPLETION = orjson.dumps(
@@ -49,9 +52,19 @@ STREAM = (
 
 
 def answer(request: Request) -> MockResponse:
-    if b'"stream":true' in (request.body or b""):
-        return MockResponse(200, [("content-type", "text/event-stream")], STREAM)
-    return MockResponse(200, [("content-type", "application/json")], COMPLETION)
+    """A Chat Completions upstream; a Responses or a Messages one by path."""
+    stream = b'"stream":true' in (request.body or b"")
+    if "/responses" in request.target:
+        if stream:
+            body = upstream_stream(["Hi", "."])
+        else:
+            body = orjson.dumps({**BASE, "status": "completed", "output": [message("Hi.")]})
+    elif "/messages" in request.target:
+        body = b"".join(anthropic_stream().chunks) if stream else orjson.dumps(whole_message())
+    else:
+        body = STREAM if stream else COMPLETION
+    kind = "text/event-stream" if stream else "application/json"
+    return MockResponse(200, [("content-type", kind)], body)
 
 
 DOORS = {
@@ -62,8 +75,8 @@ DOORS = {
 }
 
 
-async def garbage_per_request(path: str, stream: bool) -> float:
-    data = {"routes": [{"name": "d", "upstream": "http://upstream.test/v1"}]}
+async def garbage_per_request(path: str, stream: bool, api: str = "chat") -> float:
+    data = {"routes": [{"name": "d", "upstream": "http://upstream.test/v1", "api": api}]}
     config = build_config(data, env={"REASONING_PROXY_SECRET": "garbage-test"})
     runtime = Runtime(config, transport=MockTransport(answer))
     app = create_app(config, runtime=runtime)
@@ -128,3 +141,12 @@ async def garbage_per_request(path: str, stream: bool) -> float:
 @pytest.mark.parametrize("path", list(DOORS))
 def test_a_request_leaves_no_cycles_behind(path: str, stream: bool) -> None:
     assert asyncio.run(garbage_per_request(path, stream)) < 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("api", ["responses", "messages"])
+def test_a_request_to_an_upstream_of_the_doors_own_api_leaves_no_cycles(
+    api: str, stream: bool
+) -> None:
+    path = f"/v1/{api}"
+    assert asyncio.run(garbage_per_request(path, stream, api)) < 1
