@@ -31,7 +31,7 @@ from proxy.api.asgi import (
 )
 from proxy.api.encoder import Encoder
 from proxy.api.failures import error_kind, read_failure_error
-from proxy.api.ownership import guarded, record
+from proxy.api.ownership import kept_upstream, record
 from proxy.api.relay import Progress, StreamRelay
 from proxy.api.trace import Trace
 from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError, upstream_error_body
@@ -365,8 +365,8 @@ class Door:
             extra["input"] = turn_input(ex.payload.get("messages") or [])
         stored = await self.rt.history.remember(ex.key, turn, ex.route, extra=extra)
         ex.turn = stored
-        if ex.payload.get("store") is True and ex.route.api == "chat" and guarded(ex.route):
-            # a stored completion behind a route key: who made it (see ownership)
+        if ex.route.api_key is not None and kept_upstream(ex.route, ex.payload):
+            # stored upstream behind a route key: who made it (see ownership)
             await record(self.rt, ex.key.tenant, turn.response_id)
         if ex.watcher is not None:
             ex.watcher.end(

@@ -15,19 +15,17 @@ turns an OpenAI-shaped error body into the door's error shape.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from proxy.api.asgi import encode_headers, send_bytes
-from proxy.api.failures import read_failure_error
-from proxy.api.relay import Progress, StreamReader, StreamRelay
+from proxy.api.relay import ErrorShape, Progress, StreamReader, StreamRelay
 from proxy.api.trace import Trace
 from proxy.errors import UpstreamError
 from proxy.exchange import Exchange
 from proxy.reasoning.blocks import Turn
-from proxy.upstream import Response, Upstream, UpstreamReadError, response_headers
+from proxy.upstream import Response, response_headers
 
 if TYPE_CHECKING:
     from proxy.api.door import Door
@@ -46,7 +44,7 @@ async def forward_native(
     state: Progress,
     reader: NativeReader,
     path: str,
-    error_body: Callable[[int, bytes], bytes] | None = None,
+    error_body: ErrorShape | None = None,
 ) -> None:
     async def stream(response: Response) -> None:
         state.reader = reader  # the turn of a stream cut short, and its failure event
@@ -70,13 +68,10 @@ async def _whole(
     state: Progress,
     response: Response,
     reader: NativeReader,
-    error_body: Callable[[int, bytes], bytes] | None,
+    error_body: ErrorShape | None,
 ) -> None:
     trace.upstream_first_byte()
-    try:
-        body = await Upstream.read_all(response, door.rt.config.limits.max_response_bytes)
-    except UpstreamReadError as exc:
-        raise read_failure_error(exc) from None
+    body = await door._read(response)
     headers = [(k, v) for k, v in response_headers(response) if k.lower() != "content-type"]
     status = response.status
     if status < 300:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 from urllib.parse import unquote
 
 from proxy.config import Route
@@ -31,6 +32,17 @@ _COLLECTION = frozenset(("input_tokens", "compact"))
 
 def guarded(route: Route) -> bool:
     return route.api_key is not None and route.api in ("responses", "chat")
+
+
+def kept_upstream(route: Route, payload: dict[str, Any]) -> bool:
+    """The upstream keeps this answer where any holder of the route key could
+    read it: a Responses request (stored unless `store: false`), a chat
+    completion sent with `store: true`."""
+    if route.api_key is None:
+        return False
+    if route.api == "responses":
+        return payload.get("store") is not False
+    return route.api == "chat" and payload.get("store") is True
 
 
 def stored_id_of(route: Route, suffix: str) -> str | None:

@@ -188,13 +188,7 @@ class ResponsesEndpoint(Door):
                 hidden=not ex.settings.include_in_response,
                 max_line_bytes=self.rt.config.limits.max_sse_line_bytes,
             )
-            inner = trace.inner
-            if ownership.guarded(ex.route):
-                self._record_before_the_end(ex, trace)
-            try:
-                await forward_native(self, ex, trace, state, reader, "/responses")
-            finally:
-                trace.inner = inner  # (no cycle through the wrapper outlives the request)
+            await forward_native(self, ex, trace, state, reader, "/responses")
             return
         trace.dropped(ex.extra_headers)
         encoder = state.encoder
@@ -219,19 +213,6 @@ class ResponsesEndpoint(Door):
             # request's objects are freed as it ends, not by the collector
             trace.inner = inner
             encoder.turn = _no_turn
-
-    def _record_before_the_end(self, ex: Exchange, trace: Trace) -> None:
-        """Which tenant made the response (a route key hides it from the
-        upstream), recorded before the client gets its last byte."""
-        inner = trace.inner
-
-        async def send(message: Message) -> None:
-            end = message["type"] == "http.response.body" and not message.get("more_body")
-            if end and ex.turn is not None and trace.status < 300:
-                await ownership.record(self.rt, ex.key.tenant, ex.turn.response_id)
-            await inner(message)
-
-        trace.inner = send
 
     async def _keep(self, encoder: _Encoder, ex: Exchange) -> None:
         keep = encoder.keep

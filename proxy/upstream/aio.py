@@ -28,6 +28,7 @@ from proxy.http1.egress import EnvProxies, proxy_for
 from proxy.http1.errors import PoolTimeout
 from proxy.http1.slots import Slots
 from proxy.upstream.errors import Cause, TransportError, os_cause
+from proxy.upstream.headers import first_header
 from proxy.upstream.transport import Origin, Request
 
 # the headers aiohttp would add to every request; the client's own go as they are
@@ -81,10 +82,7 @@ class AiohttpResponse:
         self.decoded = encoding is not None and encoding.lower() in _DECODED
 
     def header(self, name: str) -> str | None:
-        for key, value in self.headers:
-            if key.lower() == name:
-                return value
-        return None
+        return first_header(self.headers, name)
 
     async def read(self) -> bytes:
         try:

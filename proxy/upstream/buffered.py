@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from proxy.upstream.errors import TransportError
+from proxy.upstream.headers import first_header
 
 
 class BufferedResponse:
@@ -33,10 +34,7 @@ class BufferedResponse:
         self.closed = False
 
     def header(self, name: str) -> str | None:
-        for key, value in self.headers:
-            if key.lower() == name:
-                return value
-        return None
+        return first_header(self.headers, name)
 
     async def read(self) -> bytes:
         if self.closed:

@@ -26,6 +26,15 @@ HOP_BY_HOP = frozenset(
 )
 
 
+def first_header(headers: Iterable[tuple[str, str]], name: str) -> str | None:
+    """The first value of a header (`name` in lower case), as a `Response`'s
+    `header()` gives it."""
+    for key, value in headers:
+        if key.lower() == name:
+            return value
+    return None
+
+
 def strip_hop_by_hop(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """Headers minus hop-by-hop ones, including those named in Connection."""
     pairs = headers if isinstance(headers, list) else list(headers)
