@@ -25,6 +25,7 @@ from proxy.api.asgi import ASGIApp, Message, Receive, Scope, Send, send_bytes, s
 from proxy.api.chat import ChatEndpoint
 from proxy.api.conversations import conversations_router
 from proxy.api.messages import CountTokensEndpoint, MessagesEndpoint, send_anthropic_error
+from proxy.api.models import MODELS_PATH, AnthropicModelsEndpoint, anthropic_client
 from proxy.api.ops import ops_router
 from proxy.api.passthrough import PassthroughEndpoint
 from proxy.api.profiles import profiles_router
@@ -97,6 +98,13 @@ class ProxyApp:
         self.own_responses = default is None or default.api != "responses"
         self.messages = MessagesEndpoint(runtime, self.chat.planner)
         self.count_tokens = CountTokensEndpoint(runtime, self.chat.planner)
+        # Anthropic clients get the model list in their shape, converted here
+        # unless the default route's upstream speaks Messages (and so that shape)
+        self.anthropic_models = (
+            AnthropicModelsEndpoint(runtime, self.chat.planner)
+            if default is None or default.api != "messages"
+            else None
+        )
         self.mounts = tuple((mounts or {}).items())
         self.own_connections = runtime.upstream.own_connections
         allowed = runtime.config.server.allowed_origins
@@ -150,6 +158,13 @@ class ProxyApp:
                 await self._refuse(scope, send, MethodNotAllowed("Use POST to create a response."))
                 return
             endpoint = self.responses
+        elif (
+            self.anthropic_models is not None
+            and scope["method"] == "GET"
+            and (door == MODELS_PATH or door.startswith(MODELS_PATH + "/"))
+            and anthropic_client(scope)
+        ):
+            endpoint = self.anthropic_models
         elif (
             path.startswith("/v1/")
             and not path.startswith(OWN_PREFIXES)

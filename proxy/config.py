@@ -44,6 +44,12 @@ ENV_IMPLICIT_OPEN_TAG = "REASONING_PROXY_IMPLICIT_OPEN_TAG"
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
+# what carries a caller's credential: a client's never goes to a route with
+# its own key, and a route that sets one in `headers:` has its own key
+CREDENTIAL_HEADERS = frozenset(
+    ("authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "proxy-authorization")
+)
+
 
 class Secret:
     """A string that does not show itself in reprs, logs or printed configs."""
@@ -237,6 +243,14 @@ class Route:
     @property
     def catch_all(self) -> bool:
         return "*" in self.models
+
+    @property
+    def keyed(self) -> bool:
+        """The route sends its own credential, `api_key` or a credential
+        header in `headers:`: its upstream sees every client as one caller."""
+        return self.api_key is not None or any(
+            name.lower() in CREDENTIAL_HEADERS for name, _ in self.headers
+        )
 
     def matches(self, model: str) -> bool:
         lowered = model.lower()

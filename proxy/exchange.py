@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from proxy.config import Route
+from proxy.config import CREDENTIAL_HEADERS, Route
 from proxy.dialects import (
     DEFAULT_DIALECT,
     DIALECTS,
@@ -52,10 +52,6 @@ Decided = tuple[Dialect, ReasoningSettings, list[Param], tuple[str, ...]]
 
 # request headers that are the proxy's own and never go upstream
 OWN_HEADERS = ("x-reasoning-", "x-conversation-id")
-# what carries a client's credential: none of it goes to a route with its own key
-CREDENTIAL_HEADERS = frozenset(
-    ("authorization", "x-api-key", "api-key", "x-goog-api-key", "cookie", "proxy-authorization")
-)
 
 
 @dataclass(slots=True)

@@ -110,6 +110,25 @@ def test_routing_rules() -> None:
     assert only.route_for("b") is None
 
 
+@pytest.mark.parametrize(
+    ("route", "keyed"),
+    [
+        ({}, False),
+        ({"api_key": "rk-1"}, True),
+        ({"headers": {"Authorization": "Bearer rk-1"}}, True),
+        ({"headers": {"API-Key": "rk-1"}}, True),  # names in any case
+        ({"headers": {"x-api-key": "rk-1"}}, True),
+        ({"headers": {"x-goog-api-key": "rk-1"}}, True),
+        ({"headers": {"HTTP-Referer": "https://app.example", "X-Title": "app"}}, False),
+    ],
+)
+def test_a_route_is_keyed_by_api_key_or_a_credential_header(
+    route: dict[str, Any], keyed: bool
+) -> None:
+    cfg = build_config({"routes": [{"name": "r", "upstream": UP, **route}]}, env={})
+    assert cfg.routes[0].keyed is keyed
+
+
 def test_settings_aliases_and_precedence() -> None:
     assert config_overrides(
         {"includeInContext": "TRUE", "strip_from_context": "allbutlast"}, "x"

@@ -365,7 +365,7 @@ class Door:
             extra["input"] = turn_input(ex.payload.get("messages") or [])
         stored = await self.rt.history.remember(ex.key, turn, ex.route, extra=extra)
         ex.turn = stored
-        if ex.route.api_key is not None and kept_upstream(ex.route, ex.payload):
+        if kept_upstream(ex.route, ex.payload):
             # stored upstream behind a route key: who made it (see ownership)
             await record(self.rt, ex.key.tenant, turn.response_id)
         if ex.watcher is not None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from proxy.config import Route
-from proxy.exchange import CREDENTIAL_HEADERS, OWN_HEADERS
+from proxy.config import CREDENTIAL_HEADERS, Route
+from proxy.exchange import OWN_HEADERS
 from proxy.upstream import (
     strip_hop_by_hop,
 )

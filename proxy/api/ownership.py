@@ -1,6 +1,8 @@
 """Who made which stored answer, where the upstream cannot tell: a route
-with its own `api_key` sends every client's request with the one route key,
-so the upstream sees one caller and would serve any stored id to anyone.
+with its own key (`api_key`, or a credential header such as `Authorization`
+or `api-key` in its `headers:`; `Route.keyed`) sends every client's request
+with the one route key, so the upstream sees one caller and would serve any
+stored id to anyone.
 The proxy keeps a small record per answer it relayed there that the
 upstream stores (tenant, id): every response of an `api: responses` route,
 and the chat completions sent with `store: true` (OpenAI's stored
@@ -31,14 +33,14 @@ _COLLECTION = frozenset(("input_tokens", "compact"))
 
 
 def guarded(route: Route) -> bool:
-    return route.api_key is not None and route.api in ("responses", "chat")
+    return route.keyed and route.api in ("responses", "chat")
 
 
 def kept_upstream(route: Route, payload: dict[str, Any]) -> bool:
     """The upstream keeps this answer where any holder of the route key could
     read it: a Responses request (stored unless `store: false`), a chat
     completion sent with `store: true`."""
-    if route.api_key is None:
+    if not route.keyed:
         return False
     if route.api == "responses":
         return payload.get("store") is not False

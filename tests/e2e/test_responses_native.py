@@ -208,15 +208,28 @@ def test_an_error_after_the_first_event_stays_an_event(
     assert b"event: error\n" in r.content
 
 
-def test_a_keyed_route_keeps_each_tenants_responses_apart(upstream: FakeUpstream) -> None:
+# the ways a route carries its own key: `api_key`, or a credential header
+# in `headers:` (the name as the operator wrote it)
+ROUTE_KEYS = {
+    "api_key": {"api_key": "rk-shared-key-1"},
+    "headers Authorization": {"headers": {"Authorization": "Bearer rk-shared-key-1"}},
+    "headers api-key": {"headers": {"api-key": "rk-shared-key-1"}},
+}
+
+
+@pytest.mark.parametrize("route_key", ROUTE_KEYS.values(), ids=ROUTE_KEYS.keys())
+def test_a_keyed_route_keeps_each_tenants_responses_apart(
+    upstream: FakeUpstream, route_key: dict[str, Any]
+) -> None:
     """Behind a route key the upstream sees one caller: the proxy serves,
     deletes, lists and continues a response only for the tenant that made
     it; another tenant's id is a 404 (a 400 as a previous id) and nothing
-    goes upstream. The maker's own requests pass as before."""
+    goes upstream. The maker's own requests pass as before. A key set in
+    the route's `headers:` is a route key like `api_key`."""
     alice = {"Authorization": "Bearer sk-alice-native"}
     bob = {"Authorization": "Bearer sk-bob-native"}
     done = {**BASE, "status": "completed", "output": [message("Hi.")]}
-    with running_proxy(route_config(upstream, api="responses", api_key="rk-shared-key-1")) as proxy:
+    with running_proxy(route_config(upstream, api="responses", **route_key)) as proxy:
         upstream.script(Json(done))
         made = httpx.post(
             f"{proxy.url}/responses", json={"model": "m", "input": "x"}, headers=alice
@@ -261,13 +274,14 @@ def test_a_keyed_route_keeps_each_tenants_responses_apart(upstream: FakeUpstream
     ]
 
 
+@pytest.mark.parametrize("route_key", ROUTE_KEYS.values(), ids=ROUTE_KEYS.keys())
 def test_a_keyed_route_records_a_streamed_response_before_its_end(
-    upstream: FakeUpstream,
+    upstream: FakeUpstream, route_key: dict[str, Any]
 ) -> None:
     alice = {"Authorization": "Bearer sk-alice-native"}
     events = [e + b"\n\n" for e in upstream_stream(["Hi", "."]).split(b"\n\n") if e]
     done = {**BASE, "status": "completed", "output": [message("Hi.")]}
-    with running_proxy(route_config(upstream, api="responses", api_key="rk-shared-key-1")) as proxy:
+    with running_proxy(route_config(upstream, api="responses", **route_key)) as proxy:
         upstream.script(Stream(events, done=False))
         made = httpx.post(
             f"{proxy.url}/responses",

@@ -799,12 +799,18 @@ def test_a_web_page_of_another_origin_cannot_spend_the_route_key(upstream: FakeU
     assert refused.status_code == 403
 
 
+@pytest.mark.parametrize(
+    "route_key",
+    [{"api_key": "sk-route-key-2"}, {"headers": {"X-Api-Key": "sk-route-key-2"}}],
+    ids=["api_key", "headers x-api-key"],
+)
 def test_stored_chat_completions_behind_a_route_key_stay_with_their_maker(
-    upstream: FakeUpstream,
+    upstream: FakeUpstream, route_key: dict[str, Any]
 ) -> None:
     """OpenAI's stored completions (`store: true`) are read back by id through
-    the pass-through; behind a route key the upstream sees one caller, so the
-    proxy records who made each and serves its id to that tenant only."""
+    the pass-through; behind a route key (`api_key`, or one in `headers:`)
+    the upstream sees one caller, so the proxy records who made each and
+    serves its id to that tenant only."""
     alice = {"Authorization": "Bearer sk-alice-chat"}
     bob = {"Authorization": "Bearer sk-bob-chat"}
     stored = {
@@ -812,7 +818,7 @@ def test_stored_chat_completions_behind_a_route_key_stay_with_their_maker(
         "object": "chat.completion",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
     }
-    with running_proxy(route_config(upstream, api_key="sk-route-key-2")) as proxy:
+    with running_proxy(route_config(upstream, **route_key)) as proxy:
         upstream.script(Json(stored))
         made = httpx.post(
             f"{proxy.url}/chat/completions", json=body(False, store=True), headers=alice
