@@ -247,11 +247,12 @@ def upstream_headers(
     headers: list[tuple[str, str]], route: Route, *, json: bool
 ) -> list[tuple[str, str]]:
     """The client's headers minus hop-by-hop ones and the proxy's own, its
-    credential as it came; when the route has its own key, that key alone
-    (none of the client's credential headers go), and the route's own headers
-    are added. `json`: the proxy writes the body (its content type is JSON
-    whatever the client said)."""
-    keyed = route.api_key is not None
+    credential as it came; when the route has its own key (`api_key`, or a
+    credential in its `headers:`), that key alone (none of the client's
+    credential headers go), and the route's own headers are added. `json`:
+    the proxy writes the body (its content type is JSON whatever the client
+    said)."""
+    keyed = route.keyed
     out = [
         (k, v)
         for k, v in strip_hop_by_hop(headers)

@@ -11,16 +11,11 @@ and (Anthropic) body.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from proxy.config import CREDENTIAL_HEADERS, Route
 from proxy.exchange import OWN_HEADERS
 from proxy.upstream import (
     strip_hop_by_hop,
 )
-
-if TYPE_CHECKING:
-    pass
 
 ANTHROPIC_VERSION = "2023-06-01"  # sent when the client names none
 
@@ -28,15 +23,17 @@ ANTHROPIC_VERSION = "2023-06-01"  # sent when the client names none
 def native_headers(headers: list[tuple[str, str]], route: Route) -> list[tuple[str, str]]:
     """The client's headers for a Messages upstream: its credential as it
     came (`x-api-key` or `Authorization`) unless the route has its own key
-    (then `x-api-key: <route key>` alone), `anthropic-*` headers kept."""
+    (then that key alone: `x-api-key: <api_key>`, or the credential in its
+    `headers:`), `anthropic-*` headers kept."""
     out = [
         (k, v)
         for k, v in strip_hop_by_hop(headers)
         if not k.startswith(OWN_HEADERS) and k != "content-type"
     ]
     out.append(("content-type", "application/json"))
-    if route.api_key is not None:
+    if route.keyed:
         out = [(k, v) for k, v in out if k not in CREDENTIAL_HEADERS]
+    if route.api_key is not None:
         out.append(("x-api-key", route.api_key.get()))
     if not any(k == "anthropic-version" for k, _ in out):
         out.append(("anthropic-version", ANTHROPIC_VERSION))

@@ -200,9 +200,16 @@ def test_settings_become_messages_parameters(upstream: FakeUpstream) -> None:
     assert second["thinking"] == {"type": "disabled"}
 
 
-def test_a_route_key_is_sent_as_x_api_key_alone(upstream: FakeUpstream) -> None:
+@pytest.mark.parametrize(
+    "key",
+    [{"api_key": "sk-route"}, {"headers": {"X-Api-Key": "sk-route"}}],
+    ids=["api_key", "headers"],
+)
+def test_a_route_key_is_sent_as_x_api_key_alone(
+    upstream: FakeUpstream, key: dict[str, Any]
+) -> None:
     upstream.script(Json(whole_message()))
-    with running_proxy(native(upstream, api_key="sk-route")) as proxy:
+    with running_proxy(native(upstream, **key)) as proxy:
         httpx.post(
             f"{proxy.url}/messages",
             json={"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]},
@@ -215,7 +222,7 @@ def test_a_route_key_is_sent_as_x_api_key_alone(upstream: FakeUpstream) -> None:
             timeout=30,
         )
     sent = messages_requests(upstream)[0]
-    assert sent.headers["x-api-key"] == "sk-route"
+    assert sent.headers.getall("x-api-key") == ["sk-route"]
     for name in ("authorization", "api-key", "x-goog-api-key", "cookie"):
         assert name not in sent.headers, name
     assert sent.headers["anthropic-version"] == "2023-06-01"

@@ -556,10 +556,21 @@ def test_x_api_key_names_the_same_tenant_as_authorization(upstream: FakeUpstream
     assert "authorization" not in upstream.requests[0].headers
 
 
-def test_a_keyed_route_gets_none_of_the_clients_credentials(upstream: FakeUpstream) -> None:
-    """A route with its own key: the client's Authorization, x-api-key,
-    api-key and cookies stay home, on the chat door, the Responses door and
-    pass-through alike; the route's key goes alone."""
+@pytest.mark.parametrize(
+    "key",
+    [
+        {"api_key": "sk-route-key-1"},
+        {"headers": {"Authorization": "Bearer sk-route-key-1"}},
+    ],
+    ids=["api_key", "headers"],
+)
+def test_a_keyed_route_gets_none_of_the_clients_credentials(
+    upstream: FakeUpstream, key: dict[str, Any]
+) -> None:
+    """A route with its own key (`api_key`, or a credential in `headers:`):
+    the client's Authorization, x-api-key, api-key and cookies stay home, on
+    the chat door, the Responses door and pass-through alike; the route's key
+    goes alone."""
     completion = {"choices": [{"message": {"role": "assistant", "content": "ok"}}]}
     upstream.script(Json(completion), Json(completion), Json({"data": []}))
     client = {
@@ -568,7 +579,7 @@ def test_a_keyed_route_gets_none_of_the_clients_credentials(upstream: FakeUpstre
         "api-key": "sk-client-c",
         "Cookie": "session=sk-client-d",
     }
-    with running_proxy(route_config(upstream, api_key="sk-route-key-1")) as proxy:
+    with running_proxy(route_config(upstream, **key)) as proxy:
         chat = httpx.post(f"{proxy.url}/chat/completions", json=body(False), headers=client)
         responses = httpx.post(
             f"{proxy.url}/responses", json={"model": "m", "input": "hi"}, headers=client
@@ -579,7 +590,7 @@ def test_a_keyed_route_gets_none_of_the_clients_credentials(upstream: FakeUpstre
     assert [r.status_code for r in (chat, responses, passed)] == [200, 200, 200]
     assert len(upstream.requests) == 3
     for request in upstream.requests:
-        assert request.headers["authorization"] == "Bearer sk-route-key-1"
+        assert request.headers.getall("authorization") == ["Bearer sk-route-key-1"]
         for name in ("x-api-key", "api-key", "cookie"):
             assert name not in request.headers, (request.path, name)
         assert b"sk-client" not in repr(dict(request.headers)).encode()
