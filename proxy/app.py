@@ -208,11 +208,14 @@ class ProxyApp:
 
     async def _refuse(self, scope: Scope, send: Send, error: ProxyError) -> None:
         """An error the dispatch answers itself, with its log line, in the
-        Messages shape on the Messages paths."""
+        Messages shape on the Messages paths and to Anthropic clients (those
+        that send `anthropic-version`) on any path."""
         path = door_path(scope["path"])
         trace = Trace(send, self.runtime.metrics, api_endpoint(path), scope)
         try:
-            if path.startswith(MESSAGES_PATH):
+            if path.startswith(MESSAGES_PATH) or any(
+                k == b"anthropic-version" for k, _ in scope["headers"]
+            ):
                 await send_anthropic_error(trace.send, error)
             else:
                 await send_error(trace.send, error)

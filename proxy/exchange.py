@@ -262,7 +262,10 @@ def upstream_headers(
         out = [(k, v) for k, v in out if k != "content-type"]
         out.append(("content-type", "application/json"))
     if route.api_key is not None:
-        out.append(("authorization", f"Bearer {route.api_key.get()}"))
+        if route.api == "messages":  # Anthropic's API takes its key as x-api-key
+            out.append(("x-api-key", route.api_key.get()))
+        else:
+            out.append(("authorization", f"Bearer {route.api_key.get()}"))
     out.extend(route.headers)
     return out
 

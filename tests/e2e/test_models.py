@@ -235,3 +235,36 @@ def test_a_messages_upstream_answers_anthropics_shape_itself(upstream: FakeUpstr
     sent = upstream.requests[0]
     assert (sent.path, sent.query) == ("/v1/models", "limit=1")
     assert "anthropic-version" in sent.headers  # the SDK's own, passed on
+
+
+def test_a_messages_route_key_goes_as_x_api_key_on_the_pass_through(
+    upstream: FakeUpstream,
+) -> None:
+    """Anthropic's API takes a key as `x-api-key`: a Messages route's own
+    key goes that way on the pass-through too, alone."""
+    upstream.script(Json({"data": [], "has_more": False, "first_id": None, "last_id": None}))
+    with running_proxy(route_config(upstream, api="messages", api_key="sk-ant-route")) as proxy:
+        page = sdk_client(proxy.base, KEY).models.list()
+    assert page.data == []
+    sent = upstream.requests[0]
+    assert sent.headers.getall("x-api-key") == ["sk-ant-route"]
+    assert "authorization" not in sent.headers
+
+
+def test_errors_the_proxy_answers_itself_are_anthropics_for_anthropic_clients(
+    upstream: FakeUpstream,
+) -> None:
+    """A refusal before any door (here a page of another origin) comes in
+    Anthropic's shape to a client that sends `anthropic-version`, in
+    OpenAI's to others."""
+    with running_proxy(route_config(upstream)) as proxy:
+        foreign = {"Origin": "https://evil.example", "x-api-key": KEY}
+        anthropic_client = httpx.get(
+            f"{proxy.base}/v1/models", headers={**foreign, "anthropic-version": "2023-06-01"}
+        )
+        openai_client = httpx.get(f"{proxy.base}/v1/models", headers=foreign)
+    assert anthropic_client.status_code == openai_client.status_code == 403
+    assert anthropic_client.json()["type"] == "error"
+    assert anthropic_client.json()["error"]["type"] == "permission_error"
+    assert openai_client.json()["error"]["code"] == "forbidden_origin"
+    assert upstream.requests == []
