@@ -213,9 +213,7 @@ class ProxyApp:
         path = door_path(scope["path"])
         trace = Trace(send, self.runtime.metrics, api_endpoint(path), scope)
         try:
-            if path.startswith(MESSAGES_PATH) or any(
-                k == b"anthropic-version" for k, _ in scope["headers"]
-            ):
+            if path.startswith(MESSAGES_PATH) or anthropic_client(scope):
                 await send_anthropic_error(trace.send, error)
             else:
                 await send_error(trace.send, error)
