@@ -62,7 +62,10 @@ here for up to SETTLE_SECONDS, which a slot's migration stays well within.
 
 Failures: short socket timeouts and a single quick retry make a dead server
 fail in a second or two, not hang a request; the connection pool reconnects
-by itself when the server is back. Every redis (and socket) error is raised
+by itself when the server is back. On one server the retry follows a
+connection error only, never a timeout: a command that timed out may still
+run (a server that stalls runs what it was sent when it wakes), and sent
+twice an append would store its turn twice. Every redis (and socket) error is raised
 as StoreFailure.
 
 Bounds honoured: `ttl_seconds` (key expiry; sorted-set members and index
@@ -108,6 +111,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import ClusterError, RedisClusterException, RedisError, TryAgainError
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from proxy.errors import ConfigError
 from proxy.reasoning.blocks import Turn
@@ -269,9 +273,11 @@ def _client_for(url: str) -> Client:
         url,
         socket_connect_timeout=CONNECT_TIMEOUT,
         socket_timeout=SOCKET_TIMEOUT,
-        # one immediate retry: it rides over a connection the server
-        # closed while idle, and a dead server still fails fast
-        retry=Retry(NoBackoff(), 1),
+        # one immediate retry, on a connection error only: it rides over a
+        # connection the server closed while idle, and a dead server still
+        # fails fast. Not on a timeout: the command may have run, and a
+        # stalled server runs it again when it wakes (an append stored twice).
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
     )
 
 

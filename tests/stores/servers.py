@@ -78,8 +78,20 @@ class RedisServer:
             self._process.wait(10)
             self._process = None
 
+    def pause(self) -> None:
+        """SIGSTOP: the server stalls (as in a long fork or a stuck disk);
+        connections stay open and what they send waits in its buffers."""
+        assert self._process is not None, "redis-server is not running"
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT: the server runs what it was sent while paused."""
+        assert self._process is not None, "redis-server is not running"
+        self._process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)  # a paused server cannot stop
             self._process.terminate()
             self._process.wait(10)
             self._process = None

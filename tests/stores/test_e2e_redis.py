@@ -5,6 +5,7 @@ stream and comes back."""
 from __future__ import annotations
 
 import subprocess
+import threading
 import uuid
 from pathlib import Path
 
@@ -111,5 +112,42 @@ def test_redis_dying_mid_stream_never_breaks_the_stream(
             assert [t["content"] for t in turns] == ["kept before", "kept after"]
             assert proxy.runtime.health.ok is True
             assert http.get("/readyz").status_code == 200
+    finally:
+        redis.stop()
+
+
+def test_a_stalled_redis_never_stores_a_turn_twice(tmp_path: Path, upstream: FakeUpstream) -> None:
+    """An audit found that a Redis which stalled for between one and two
+    seconds (a fork for a snapshot, a stuck disk) got one request's turn
+    twice: the append's reply timed out after a second, the client sent
+    the script again, and the server, awake, ran both. A command that timed
+    out may have run, so it is not sent again: the turn is reported as not
+    persisted (the store did not answer in time) and is there once."""
+    redis = RedisServer(tmp_path / "redis").start()
+    conversation = f"stall-{uuid.uuid4().hex[:8]}"
+    headers = {"Authorization": "Bearer sk-stall", "X-Conversation-Id": conversation}
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    config = route_config(upstream, top={"store": {"url": redis.url}})
+    try:
+        with running_proxy(config) as proxy, httpx.Client(base_url=proxy.base, timeout=30) as http:
+            upstream.script(_answer("before"))
+            assert http.post("/v1/chat/completions", json=body, headers=headers).status_code == 200
+
+            # the next append is sent to a stalled server, which wakes after
+            # the first reply timed out (1 s) and before a second one would (2 s)
+            upstream.script(_answer("during"))
+            redis.pause()
+            waking = threading.Timer(1.6, redis.resume)
+            waking.start()
+            try:
+                answered = http.post("/v1/chat/completions", json=body, headers=headers)
+            finally:
+                waking.join()
+            assert answered.status_code == 200
+
+            upstream.script(_answer("after"))
+            assert http.post("/v1/chat/completions", json=body, headers=headers).status_code == 200
+            stored = http.get(f"/v1/conversations/{conversation}", headers=headers)
+            assert [t["content"] for t in stored.json()["turns"]] == ["before", "during", "after"]
     finally:
         redis.stop()
