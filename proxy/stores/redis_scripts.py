@@ -45,11 +45,23 @@ end
 # The three steps of an append, as functions: the scripts below call them
 # one per script (a cluster: one slot each) or all three in one (one server).
 
+APPENDS_KEPT = 8
+
 # append_turn(turns, conv, refs, record, now, ttl_ms, max_turns, new gen,
 #             model or '', index keys) -> turn index, gen, refs entries to unindex
+# `new gen` is random per append, so it also names the append: the last
+# APPENDS_KEPT appends of a conversation are kept as `<new gen>=<turn>` in
+# its `appends` field, and an append that comes again (a client that sent
+# it again after a timeout, when the first had run) is answered as the first
+# was, stored once.
 _APPEND_TURN = """
 local function append_turn(turns, conv, refs, record, now, ttl, max, new_gen, model, keys)
   ttl, max = tonumber(ttl), tonumber(max)
+  local seen = redis.call('HGET', conv, 'appends')
+  if seen then
+    local done = string.match(' ' .. seen, ' ' .. new_gen .. '=(%d+)')
+    if done then return tonumber(done), redis.call('HGET', conv, 'gen'), {} end
+  end
   local stale = {}
   if redis.call('HSETNX', conv, 'gen', new_gen) == 1 then
     -- a new conversation: what an expired one of the same id indexed goes
@@ -62,6 +74,15 @@ local function append_turn(turns, conv, refs, record, now, ttl, max, new_gen, mo
   redis.call('HSET', conv, 't', now)
   if model ~= '' then redis.call('HSET', conv, 'model', model) end
   redis.call('RPUSH', turns, record)
+  local appends = new_gen .. '=' .. turn
+  if seen then
+    appends = seen .. ' ' .. appends
+    local _, spaces = string.gsub(appends, ' ', ' ')
+    for _ = APPENDS_KEPT, spaces do
+      appends = string.sub(appends, string.find(appends, ' ', 1, true) + 1)
+    end
+  end
+  redis.call('HSET', conv, 'appends', appends)
   for _, key in ipairs(keys) do
     redis.call('RPUSH', refs, turn .. '\\31' .. gen .. '\\31' .. key)
   end
@@ -83,7 +104,7 @@ local function append_turn(turns, conv, refs, record, now, ttl, max, new_gen, mo
   redis.call('PEXPIRE', refs, 2 * ttl)
   return turn, gen, stale
 end
-"""
+""".replace("APPENDS_KEPT", str(APPENDS_KEPT))
 
 # index_turn(index, recent, conversation, gen, turn, now, ttl_ms, refs entries
 #            to unindex, index keys): the tenant's index and recency

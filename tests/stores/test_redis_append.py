@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import uuid
 from collections.abc import AsyncIterator
 from types import TracebackType
@@ -145,6 +146,8 @@ async def _dump(raw: aioredis.Redis, prefix: str, gens: dict[str, str]) -> dict[
             value = [clean(v) for v in await raw.lrange(key, 0, -1)]
         elif kind == "hash":
             value = {clean(k): clean(v) for k, v in (await raw.hgetall(key)).items()}
+            if "appends" in value:  # `<random token>=<turn> ...`: the turns
+                value["appends"] = re.sub(r"\S+=", "=", value["appends"])
         elif kind == "zset":
             value = [(clean(m), s) for m, s in await raw.zrange(key, 0, -1, withscores=True)]
         else:
@@ -344,6 +347,52 @@ async def test_one_script_and_the_cluster_path_leave_the_same_data_for_responses
         }
         assert [m for m, _ in one["recent"][1]] == [f"{ALICE}\x1fc2", f"{ALICE}\x1fc1"]
         assert f"{{{BOB}:c1}}:conv" not in one
+    finally:
+        for store in stores.values():
+            await store.close()
+
+
+async def test_an_append_sent_again_after_it_ran_is_stored_once(
+    redis_server: RedisServer, raw: aioredis.Redis
+) -> None:
+    """A client that sends a script again after a timeout, when the first
+    send had run (a stalled server runs both when it wakes), appends once:
+    on one server and on the cluster's path, also past the appends the
+    conversation remembers."""
+    clock = FakeClock()
+    stores = await _both_paths(redis_server, "again", clock, max_turns=20)
+    sent_twice: list[str] = []
+
+    def twice(store: RedisStore) -> None:
+        run = store._run
+
+        async def run_twice(script: str, keys: list[str], args: Any) -> Any:
+            first = await run(script, keys, args)
+            again = await run(script, keys, args)
+            if script in ("APPEND", "APPEND_ALL"):
+                sent_twice.append(script)
+                assert again[0] == first[0]  # the same turn index
+            return first
+
+        store._run = run_twice  # type: ignore[method-assign]
+
+    try:
+        for store in stores.values():
+            twice(store)
+            key = ConversationKey(ALICE, "c1")
+            indexes = [
+                await store.append(key, turn(f"t{i}", call=f"t{i}"), TurnRefs((f"call_t{i}",)))
+                for i in range(12)  # more appends than the conversation remembers
+            ]
+            assert indexes == list(range(12))
+            turns_key, conv_key = store.keys.conversation(ALICE, "c1")[:2]
+            assert await raw.llen(turns_key) == 12
+            assert int(await raw.hget(conv_key, "n")) == 12
+            appends = (await raw.hget(conv_key, "appends")).decode().split(" ")
+            assert [a.split("=")[1] for a in appends] == [str(i) for i in range(4, 12)]
+            for i in (0, 11):
+                assert await store.lookup(ALICE, f"t:call_t{i}") == turn(f"t{i}", call=f"t{i}")
+        assert sorted(set(sent_twice)) == ["APPEND", "APPEND_ALL"]
     finally:
         for store in stores.values():
             await store.close()
