@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from proxy.dialects import DIALECTS
-from tests.harness import FakeUpstream, ProxyServer, running_proxy
+from tests.harness import FakeUpstream, Json, ProxyServer, running_proxy
 
 
 class Row(NamedTuple):
@@ -298,3 +298,35 @@ def test_values_outside_the_sets_are_a_400_naming_the_allowed_ones(
     assert error["code"] == "invalid_reasoning_setting"
     assert error["message"] == f"{header} must be one of: {allowed}"
     assert upstream.chat_requests() == []
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+        ("/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stream": True}),
+        ("/responses", {"input": "hi"}),
+        ("/messages", {"max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}),
+    ],
+    ids=["chat", "chat-streamed", "responses", "messages"],
+)
+def test_an_upstream_error_still_names_what_was_ignored(
+    served: tuple[FakeUpstream, ProxyServer], path: str, body: dict[str, Any]
+) -> None:
+    """The upstream refuses the request: its status and error go to the
+    client, and so do the proxy's own headers (what was not sent for a
+    setting is never silent, least of all when the request failed)."""
+    upstream, proxy = served
+    upstream.reset()
+    refusal = {"error": {"message": "Invalid request", "type": "invalid_request_error"}}
+    upstream.script(Json(refusal, status=400))
+    response = httpx.post(
+        proxy.url + path,
+        json={"model": "MiniMax-M2@minimax", **body},
+        headers=effort("high"),
+    )
+    assert response.status_code == 400
+    assert "Invalid request" in response.text
+    assert response.headers["x-reasoning-ignored"] == "effort"
+    assert response.headers["x-reasoning-dialect"] == "minimax"
+    assert int(response.headers["x-context-tokens-effective"]) > 0
