@@ -330,3 +330,43 @@ def test_an_upstream_error_still_names_what_was_ignored(
     assert response.headers["x-reasoning-ignored"] == "effort"
     assert response.headers["x-reasoning-dialect"] == "minimax"
     assert int(response.headers["x-context-tokens-effective"]) > 0
+
+
+ON = {"X-Reasoning-Enabled": "true"}
+
+
+@pytest.mark.parametrize(
+    ("model", "off", "on"),
+    [
+        ("deepseek-v4-pro@deepseek", {"thinking": {"type": "disabled"}}, {"type": "enabled"}),
+        ("glm-4.6@glm", {"thinking": {"type": "disabled"}}, {"type": "enabled"}),
+        ("kimi-k2.5@kimi", {"thinking": {"type": "disabled"}}, {"type": "enabled"}),
+        ("m@openrouter", {"reasoning": {"enabled": False}}, {"enabled": True}),
+        ("m@together", {"reasoning": {"enabled": False}}, {"enabled": True}),
+        (
+            "Qwen/Qwen3-8B@vllm",
+            {"chat_template_kwargs": {"enable_thinking": False}},
+            {"enable_thinking": True},
+        ),
+        (
+            "Qwen/Qwen3-8B@sglang",
+            {"chat_template_kwargs": {"enable_thinking": False}},
+            {"enable_thinking": True},
+        ),
+        ("qwen-plus@dashscope", {"enable_thinking": False}, True),
+    ],
+)
+def test_a_header_that_turns_reasoning_on_wins_over_the_bodys_off_switch(
+    served: tuple[FakeUpstream, ProxyServer], model: str, off: dict[str, Any], on: Any
+) -> None:
+    ((key, _),) = off.items()
+    # the body's own switch passes through when no header says otherwise
+    _, sent = send(served, model, {}, **off)
+    assert sent[key] == off[key]
+    # the header sets the same setting: it wins, in the switch's own form
+    response, sent = send(served, model, ON, **off)
+    assert sent[key] == on
+    assert "x-reasoning-ignored" not in response.headers
+    # a header that turns reasoning on adds no switch where the body has none
+    _, sent = send(served, model, ON)
+    assert key not in sent
