@@ -131,7 +131,9 @@ class ParamRule:
     setting's value (an effort moved to the nearest of `choices` when they
     are given), then through `value_map`. `unless` names a setting that,
     when set, makes this rule yield (parameters that take one of two forms,
-    not both)."""
+    not both). `on` is an off switch's other position: what a client's own
+    off switch in the body becomes when a header turns reasoning on (None:
+    the switch has no plain "on", e.g. an effort that doubles as off)."""
 
     setting: Control
     path: tuple[str, ...]
@@ -139,6 +141,7 @@ class ParamRule:
     value_map: tuple[tuple[str, str], ...] = ()
     unless: Control | None = None
     choices: tuple[str, ...] = ()
+    on: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,12 +194,12 @@ def _levels(*choices: str, off: str) -> tuple[ParamRule, ...]:
     return (_effort(*choices), ParamRule("enabled", ("reasoning_effort",), off))
 
 
-def _off(path: tuple[str, ...], value: Any) -> ParamRule:
-    return ParamRule("enabled", path, value)
+def _off(path: tuple[str, ...], value: Any, on: Any = None) -> ParamRule:
+    return ParamRule("enabled", path, value, on=on)
 
 
 _EFFORT = ParamRule("effort", ("reasoning_effort",))
-_THINKING_OFF = _off(("thinking", "type"), "disabled")
+_THINKING_OFF = _off(("thinking", "type"), "disabled", "enabled")
 _TEMPLATE_ON = ("chat_template_kwargs", "enable_thinking")
 
 DIALECTS: dict[str, Dialect] = {
@@ -253,7 +256,7 @@ DIALECTS: dict[str, Dialect] = {
             params=(
                 ParamRule("effort", ("reasoning", "effort")),
                 ParamRule("max_tokens", ("reasoning", "max_tokens"), unless="effort"),
-                _off(("reasoning", "enabled"), False),
+                _off(("reasoning", "enabled"), False, True),
             ),
         ),
         Dialect(
@@ -265,7 +268,7 @@ DIALECTS: dict[str, Dialect] = {
                 _EFFORT,
                 ParamRule("max_tokens", _TEMPLATE_ON, True),
                 ParamRule("max_tokens", ("thinking_token_budget",)),
-                _off(_TEMPLATE_ON, False),
+                _off(_TEMPLATE_ON, False, True),
             ),
         ),
         Dialect(
@@ -277,7 +280,7 @@ DIALECTS: dict[str, Dialect] = {
                 _EFFORT,
                 ParamRule("max_tokens", _TEMPLATE_ON, True),
                 ParamRule("max_tokens", ("chat_template_kwargs", "thinking_budget")),
-                _off(_TEMPLATE_ON, False),
+                _off(_TEMPLATE_ON, False, True),
             ),
         ),
         # MiniMax M2 has no effort, budget or off switch
@@ -320,7 +323,7 @@ DIALECTS: dict[str, Dialect] = {
             params=(
                 ParamRule("max_tokens", ("enable_thinking",), True),
                 ParamRule("max_tokens", ("thinking_budget",)),
-                _off(("enable_thinking",), False),
+                _off(("enable_thinking",), False, True),
             ),
         ),
         Dialect(
@@ -374,7 +377,10 @@ DIALECTS: dict[str, Dialect] = {
             "together",
             "reasoning",
             multi_vendor=True,
-            params=(_effort("low", "medium", "high"), _off(("reasoning", "enabled"), False)),
+            params=(
+                _effort("low", "medium", "high"),
+                _off(("reasoning", "enabled"), False, True),
+            ),
         ),
         Dialect(
             "fireworks",
@@ -470,6 +476,9 @@ def dialect_for(route_dialect: Dialect, source: DialectSource, model: str | None
 
 
 Param = tuple[str, tuple[str, ...], Any]  # (setting, body path, value)
+# the setting of a Param that turns a client's own off switch back on: it
+# applies only where the body holds that switch and a header enabled reasoning
+SWITCH_ON = "enabled:on"
 
 
 @dataclass(frozen=True, slots=True)
@@ -497,7 +506,7 @@ def plan_params(dialect: Dialect, settings: ReasoningSettings, model: str = "") 
         if not off:
             return ParamPlan([], ("enabled",))
         return ParamPlan([("enabled", r.path, r.value) for r in off])
-    out: list[Param] = []
+    out: list[Param] = [(SWITCH_ON, r.path, r.on) for r in off if r.on is not None]
     ignored: list[str] = []
     effort = settings.effort
     if effort is not None:
@@ -545,8 +554,14 @@ def request_params(dialect: Dialect, settings: ReasoningSettings, model: str = "
 
 def apply_params(body: dict[str, Any], params: list[Param], from_headers: frozenset[str]) -> None:
     """Write the parameters into the body. A value the client put in the body
-    itself wins, unless its setting came from a request header."""
+    itself wins, unless its setting came from a request header; so a client's
+    own off switch yields to `X-Reasoning-Enabled: true` (and nothing is
+    added where the body has no switch)."""
     for setting, path, value in params:
+        if setting == SWITCH_ON:
+            if "enabled" in from_headers:
+                _switch_on(body, path, value)
+            continue
         target = body
         for key in path[:-1]:
             child = target.get(key)
@@ -558,3 +573,14 @@ def apply_params(body: dict[str, Any], params: list[Param], from_headers: frozen
         if leaf in target and setting not in from_headers:
             continue
         target[leaf] = value
+
+
+def _switch_on(body: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    """Set `path` to `value` only where the body already holds that key."""
+    target: Any = body
+    for key in path[:-1]:
+        target = target.get(key)
+        if not isinstance(target, dict):
+            return
+    if path[-1] in target:
+        target[path[-1]] = value

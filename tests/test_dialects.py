@@ -11,6 +11,7 @@ from proxy.dialects import (
     EFFORTS,
     HOSTS,
     MAKERS,
+    apply_params,
     dialect_for,
     host_dialect,
     maker_dialect,
@@ -110,3 +111,24 @@ def test_disabled_supersedes_effort_and_budget_and_is_never_silent() -> None:
             assert {setting for setting, _, _ in plan.params} == {"enabled"}
         else:
             assert plan.ignored == ("enabled",), dialect.name
+
+
+@pytest.mark.parametrize(
+    ("body", "after"),
+    [
+        ({"thinking": {"type": "disabled"}}, {"thinking": {"type": "enabled"}}),
+        ({}, {}),  # no switch in the body: none is added
+        ({"thinking": "disabled"}, {"thinking": "disabled"}),  # not the switch's shape
+        ({"thinking": {"budget_tokens": 9}}, {"thinking": {"budget_tokens": 9}}),
+    ],
+)
+def test_a_header_turning_reasoning_on_flips_only_a_switch_the_body_holds(
+    body: dict[str, object], after: dict[str, object]
+) -> None:
+    params = plan_params(DIALECTS["deepseek"], ReasoningSettings(enabled=True)).params
+    apply_params(body, params, frozenset({"enabled"}))
+    assert body == after
+    # the same setting from a route or profile leaves the client's switch alone
+    kept = {"thinking": {"type": "disabled"}}
+    apply_params(kept, params, frozenset())
+    assert kept == {"thinking": {"type": "disabled"}}

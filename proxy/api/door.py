@@ -320,7 +320,10 @@ class Door:
                     body = orjson.dumps(payload)
                 headers = [(k, v) for k, v in headers if k.lower() != "content-type"]
                 headers.insert(0, ("content-type", "application/json"))
-            headers += ex.extra_headers
+        # the exchange's own headers go with an upstream's refusal too (what
+        # was ignored, the dialect, the context tokens), as on a stream's
+        # first error event and on the pass-through doors
+        headers += ex.extra_headers
         if state.encoder is not None:
             headers = state.encoder.start_headers(headers)
             body = state.encoder.whole(status, body)

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from proxy.dialects import DIALECTS
-from tests.harness import FakeUpstream, ProxyServer, running_proxy
+from tests.harness import FakeUpstream, Json, ProxyServer, running_proxy
 
 
 class Row(NamedTuple):
@@ -298,3 +298,75 @@ def test_values_outside_the_sets_are_a_400_naming_the_allowed_ones(
     assert error["code"] == "invalid_reasoning_setting"
     assert error["message"] == f"{header} must be one of: {allowed}"
     assert upstream.chat_requests() == []
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}),
+        ("/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "stream": True}),
+        ("/responses", {"input": "hi"}),
+        ("/messages", {"max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}),
+    ],
+    ids=["chat", "chat-streamed", "responses", "messages"],
+)
+def test_an_upstream_error_still_names_what_was_ignored(
+    served: tuple[FakeUpstream, ProxyServer], path: str, body: dict[str, Any]
+) -> None:
+    """The upstream refuses the request: its status and error go to the
+    client, and so do the proxy's own headers (what was not sent for a
+    setting is never silent, least of all when the request failed)."""
+    upstream, proxy = served
+    upstream.reset()
+    refusal = {"error": {"message": "Invalid request", "type": "invalid_request_error"}}
+    upstream.script(Json(refusal, status=400))
+    response = httpx.post(
+        proxy.url + path,
+        json={"model": "MiniMax-M2@minimax", **body},
+        headers=effort("high"),
+    )
+    assert response.status_code == 400
+    assert "Invalid request" in response.text
+    assert response.headers["x-reasoning-ignored"] == "effort"
+    assert response.headers["x-reasoning-dialect"] == "minimax"
+    assert int(response.headers["x-context-tokens-effective"]) > 0
+
+
+ON = {"X-Reasoning-Enabled": "true"}
+
+
+@pytest.mark.parametrize(
+    ("model", "off", "on"),
+    [
+        ("deepseek-v4-pro@deepseek", {"thinking": {"type": "disabled"}}, {"type": "enabled"}),
+        ("glm-4.6@glm", {"thinking": {"type": "disabled"}}, {"type": "enabled"}),
+        ("kimi-k2.5@kimi", {"thinking": {"type": "disabled"}}, {"type": "enabled"}),
+        ("m@openrouter", {"reasoning": {"enabled": False}}, {"enabled": True}),
+        ("m@together", {"reasoning": {"enabled": False}}, {"enabled": True}),
+        (
+            "Qwen/Qwen3-8B@vllm",
+            {"chat_template_kwargs": {"enable_thinking": False}},
+            {"enable_thinking": True},
+        ),
+        (
+            "Qwen/Qwen3-8B@sglang",
+            {"chat_template_kwargs": {"enable_thinking": False}},
+            {"enable_thinking": True},
+        ),
+        ("qwen-plus@dashscope", {"enable_thinking": False}, True),
+    ],
+)
+def test_a_header_that_turns_reasoning_on_wins_over_the_bodys_off_switch(
+    served: tuple[FakeUpstream, ProxyServer], model: str, off: dict[str, Any], on: Any
+) -> None:
+    ((key, _),) = off.items()
+    # the body's own switch passes through when no header says otherwise
+    _, sent = send(served, model, {}, **off)
+    assert sent[key] == off[key]
+    # the header sets the same setting: it wins, in the switch's own form
+    response, sent = send(served, model, ON, **off)
+    assert sent[key] == on
+    assert "x-reasoning-ignored" not in response.headers
+    # a header that turns reasoning on adds no switch where the body has none
+    _, sent = send(served, model, ON)
+    assert key not in sent
