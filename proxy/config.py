@@ -458,13 +458,16 @@ def upstream_config(
     (or REASONING_PROXY_IMPLICIT_OPEN_TAG=1): the prompt template opens
     `<think>`, so replies start inside the reasoning."""
     env = os.environ if env is None else env
-    dialect = dialect or env.get(ENV_DIALECT)
+    source = "--upstream"
+    if not dialect and env.get(ENV_DIALECT):
+        dialect = env[ENV_DIALECT]
+        source = f"--upstream with {ENV_DIALECT}={dialect}"  # errors name the variable
     route: dict[str, Any] = {"name": "default", "models": ["*"], "upstream": upstream}
     if dialect:
         route["dialect"] = dialect
     if implicit_open_tag or env.get(ENV_IMPLICIT_OPEN_TAG, "").lower() in ("1", "true", "yes"):
         route["implicit_open_tag"] = True
-    return build_config({"routes": [route]}, env=env, source="--upstream")
+    return build_config({"routes": [route]}, env=env, source=source)
 
 
 def with_overrides(config: Config, **server: Any) -> Config:

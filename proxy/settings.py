@@ -24,6 +24,7 @@ Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
 IncludeInContext = bool | Literal["auto"]
 Format = Literal["field", "native"]
 Overrides = Mapping[str, Any]
+MAX_INT = 999_999_999  # the largest token count a setting takes (nine digits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +62,7 @@ class Setting:
         if self.kind == "auto_bool":
             return "auto, true, false"
         if self.kind == "positive_int":
-            return "a positive integer"
+            return f"a positive integer up to {MAX_INT:,}"
         return ", ".join(self.choices)
 
     def parse(self, raw: object) -> Any:
@@ -146,7 +147,7 @@ def header_overrides(headers: Iterable[tuple[str, str]]) -> dict[str, Any]:
 
 def _must_be(setting: Setting) -> str:
     if setting.kind == "positive_int":
-        return "a positive integer"
+        return setting.allowed
     return "one of: " + setting.allowed
 
 

@@ -268,8 +268,9 @@ def test_serve_dialect_names_the_upstream_routes_dialect() -> None:
         "kimi",
         "config",
     )
-    with pytest.raises(ConfigError, match="must be one of: auto, openai"):
+    with pytest.raises(ConfigError, match="must be one of: auto, openai") as bad:
         route(["serve", "--upstream", UP], {"REASONING_PROXY_DIALECT": "kimmi"})
+    assert "REASONING_PROXY_DIALECT=kimmi" in str(bad.value)  # the error names its source
     with pytest.raises(ConfigError, match="--dialect goes with --upstream"):
         route(["serve", "--config", "x.yaml", "--dialect", "kimi"])
     with pytest.raises(SystemExit):

@@ -190,6 +190,7 @@ INVALID = [
     ("X-Reasoning-Max-Tokens", "-5", "positive integer"),
     ("X-Reasoning-Max-Tokens", "1.5", "positive integer"),
     ("X-Reasoning-Max-Tokens", "ten", "positive integer"),
+    ("X-Reasoning-Max-Tokens", "1000000000", "up to 999,999,999"),
     ("X-Reasoning-Format", "xml", "field, native"),
     ("X-Reasoning-Strip-From-Context", "some", "all, allButLast, none"),
 ]
