@@ -33,6 +33,7 @@ from proxy.reasoning.blocks import (
     join_reasoning,
 )
 from proxy.reasoning.native import REASONING_FIELDS, native_text
+from proxy.reasoning.output import unescape_inner_close
 from proxy.reasoning.tags import Reasoning as TagReasoning
 from proxy.reasoning.tags import TagSet, TagSplitter, Visible
 from proxy.settings import IncludeInContext
@@ -111,7 +112,7 @@ def read_assistant(position: int, message: Json, tags: TagSet) -> AssistantMessa
     if found is not None or items or blocks:
         own = Reasoning(found[0] if found else "", items or None, blocks=blocks or None)
     elif tagged:
-        own = Reasoning(tagged)
+        own = Reasoning(unescape_inner_close(tagged))
     calls = message.get("tool_calls")
     ids: list[str] = []
     named: list[tuple[str, str]] = []

@@ -43,10 +43,18 @@ THINK_CLOSE = "\n</think>"
 # client's, or this proxy's when the content comes back) ends the block there
 _INNER_CLOSE = re.compile(r"</(think)>", re.IGNORECASE)
 _ESCAPED = "<\u200b/\\1>"
+_ESCAPED_CLOSE = re.compile("<\u200b/(think)>", re.IGNORECASE)
 _CLOSE_TAG = "</think>"
 _AFTER_CLOSE = "\n\n"  # between the closed block and the answer text that follows it
 _TEXT_FIELDS = ("reasoning_content", "reasoning", "thinking")
 V, R = 0, 1  # segment kinds, as channels writes them
+
+
+def unescape_inner_close(reasoning: str) -> str:
+    """Reasoning read back from a `think_tags` block this proxy wrote, as the
+    model wrote it: the escaped `</think>` it holds without its zero-width
+    space."""
+    return _ESCAPED_CLOSE.sub(r"</\1>", reasoning) if "\u200b" in reasoning else reasoning
 
 
 class ShapeWriter:

@@ -187,3 +187,66 @@ def test_think_tags_history_on_a_route_without_think_tags(upstream: FakeUpstream
         sent = upstream.chat_requests()[-1].json["messages"][1]
     assert sent["content"] == "The answer is 4."
     assert sent["reasoning_content"] == "Compute 2+2 first."
+
+
+def test_think_tags_content_sent_back_gives_the_upstream_the_reasoning_as_written(
+    upstream: FakeUpstream,
+) -> None:
+    """Reasoning that holds `</think>` reaches a think_tags client escaped (a
+    zero-width space after its `<`); when the client sends that content back
+    on the tool-call turn, the upstream gets the reasoning as the model
+    wrote it, not the escaped text."""
+    thought = 'What does "</think>" do? It closes a block.'
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    completion = {
+        "id": "c1",
+        "object": "chat.completion",
+        "model": "deepseek-chat",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "",
+                    "reasoning_content": thought,
+                    "tool_calls": [call],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+    }
+    answer = {
+        **completion,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}
+        ],
+    }
+    upstream.script(Json(completion), Json(answer))
+    headers = {**KEY, "X-Reasoning-Output": "think_tags"}
+    question = {"role": "user", "content": "What does the tag do?"}
+    with (
+        running_proxy(route_config(upstream, dialect="deepseek")) as proxy,
+        httpx.Client(timeout=30) as client,
+    ):
+        first = client.post(
+            f"{proxy.url}/chat/completions",
+            json={"model": "deepseek-chat", "messages": [question]},
+            headers=headers,
+        )
+        message = first.json()["choices"][0]["message"]
+        assert "<\u200b/think>" in message["content"]  # escaped on the way out
+        assert message["content"].count("</think>") == 1
+        history = [
+            question,
+            {"role": "assistant", "content": message["content"], "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "done"},
+        ]
+        second = client.post(
+            f"{proxy.url}/chat/completions",
+            json={"model": "deepseek-chat", "messages": history},
+            headers=headers,
+        )
+    assert second.status_code == 200, second.text
+    sent = upstream.requests[1].json["messages"][1]
+    assert sent["reasoning_content"] == thought
+    assert "\u200b" not in repr(upstream.requests[1].json)

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.reasoning.normalizer import NormalizeOptions, StreamNormalizer, normalize_completion
+from proxy.reasoning.output import unescape_inner_close
 from tests.casefiles import chunk, cut_at, no_ws, render_stream
 from tests.outputshapes import SHAPES, deltas, read
 from tests.shapecases import CASES, InputCase
@@ -274,6 +275,11 @@ def test_think_tags_escape_a_close_tag_the_reasoning_holds() -> None:
     assert content.count("</think>") == 1  # the real close, before the answer
     assert content.replace(ZWSP, "") == f"<think>\n{thought}\n</think>\n\nIt closes the reasoning."
     assert [b.thought for b in turn.thinking] == [thought]
+    # read back (a client that sends the content again): as the model wrote it
+    written = content.removeprefix("<think>\n").split("\n</think>")[0]
+    assert written != thought
+    assert unescape_inner_close(written) == thought
+    assert unescape_inner_close(thought) == thought
 
 
 def test_think_tags_release_a_held_lt_that_begins_no_tag() -> None:
