@@ -94,22 +94,19 @@ def form_values(content_types: Iterable[str], body: bytes, name: bytes, limit: i
 
 def field_values(body: bytes, boundary: bytes, name: bytes, limit: int) -> list[str]:
     """The values of the parts named `name` in a body under `boundary`."""
+    dash = b"--" + boundary
     values: list[str] = []
     start: int | None = None  # where the current part begins, None outside one
-    for at, after, closes in _delimiter_lines(body, b"--" + boundary):
-        if start is not None:
+    for at, after, closes in _delimiter_lines(body, dash):
+        if start is not None and (content := _content_of(body, start, at, name)) is not None:
             # the LF or CRLF before a delimiter is the delimiter's
             end = at - 2 if body[at - 2 : at] == b"\r\n" else at - 1
-            value = _part_value(body, start, max(start, end), at, name, limit)
-            if value is not None and value not in values:
-                values.append(value)
+            values.append(_value(body, content, end, limit))
         start = None if closes else after
-    if start is not None:  # a form cut short: its last part counts as far as it goes
-        end = len(body) - _cut_delimiter(body, b"--" + boundary)
-        value = _part_value(body, start, max(start, end), len(body), name, limit)
-        if value is not None and value not in values:
-            values.append(value)
-    return values
+    if start is not None and (content := _content_of(body, start, len(body), name)) is not None:
+        # a form cut short: its last part counts as far as it goes
+        values.append(_value(body, content, len(body) - _cut_delimiter(body, dash, content), limit))
+    return list(dict.fromkeys(values))
 
 
 def _delimiter_lines(body: bytes, dash: bytes) -> Iterator[tuple[int, int, bool]]:
@@ -135,14 +132,14 @@ def _delimiter_lines(body: bytes, dash: bytes) -> Iterator[tuple[int, int, bool]
         at = _line_start(body, dash, after - 1)
 
 
-def _cut_delimiter(body: bytes, dash: bytes) -> int:
-    """How many bytes at the end of the body begin a delimiter line (CR, or
-    LF or CRLF and the start of `dash` or of the close): a body cut there
-    was cut in it."""
-    newline = body.rfind(b"\n", max(0, len(body) - len(dash) - 3))
+def _cut_delimiter(body: bytes, dash: bytes, content: int) -> int:
+    """How many bytes at the end of the body, after `content`, begin a
+    delimiter line (CR, or LF or CRLF and the start of `dash` or of the
+    close): a body cut there was cut in it."""
+    newline = body.rfind(b"\n", max(content, len(body) - len(dash) - 3))
     if newline < 0 or not (dash + b"--").startswith(body[newline + 1 :]):
-        return 1 if body.endswith(b"\r") else 0
-    return len(body) - newline + (1 if body[newline - 1 : newline] == b"\r" else 0)
+        return 1 if body.endswith(b"\r") and len(body) > content else 0
+    return len(body) - newline + (1 if newline > content and body[newline - 1] == 0x0D else 0)
 
 
 def _line_start(body: bytes, dash: bytes, pos: int) -> int:
@@ -151,12 +148,10 @@ def _line_start(body: bytes, dash: bytes, pos: int) -> int:
     return found + 1 if found >= 0 else -1
 
 
-def _part_value(
-    body: bytes, start: int, end: int, stop: int, name: bytes, limit: int
-) -> str | None:
-    """The content (body[...:end]) of the part at `start` if its headers,
-    which end by `stop`, name it `name`; None for another part or one whose
-    headers do not end."""
+def _content_of(body: bytes, start: int, stop: int, name: bytes) -> int | None:
+    """Where the content of the part at `start` starts, if its headers
+    (which end by `stop`) name it `name`; None for another part, or one
+    whose headers do not end."""
     if body.startswith(b"\n", start) or body.startswith(b"\r\n", start):
         return None  # no headers, so no name
     bound = min(stop, start + MAX_PART_HEAD)
@@ -168,9 +163,13 @@ def _part_value(
     names, encodings = _part_headers(body[start:blank])
     if name not in names or not ends:
         return None
-    content = blank + (2 if body.startswith(b"\r\n", blank) else 1)
     if any(e not in _IDENTITY for e in encodings):
         raise UnreadableForm("a Content-Transfer-Encoding on the field")
+    return blank + (2 if body.startswith(b"\r\n", blank) else 1)
+
+
+def _value(body: bytes, content: int, end: int, limit: int) -> str:
+    """body[content:end] as the field's value (empty if `end` comes first)."""
     if end - content > limit:
         raise UnreadableForm(f"the field's value is longer than {limit} bytes")
     try:

@@ -129,6 +129,11 @@ def test_a_form_cut_short_counts_as_far_as_it_goes() -> None:
     assert models(whole[: value_end - 1]) == ["m-"]
     assert models(whole[: whole.index(b"m-1")]) == [""]
     assert models(whole[: whole.index(b"m-1") - 2]) == []  # its headers do not end
+    # what could start a delimiter is trimmed only after a line break of the value
+    cut = b"--" + B + b'\r\nContent-Disposition: form-data; name="model"\r\n\r\n'
+    assert models(cut + b"-") == ["-"]
+    assert models(cut + b"--" + B[:3]) == ["--" + B[:3].decode()]
+    assert models(cut + b"m\r\n--" + B[:3]) == ["m"]
 
 
 @pytest.mark.parametrize(
