@@ -79,7 +79,7 @@ async def _feeds(url: str, prefix: str) -> AsyncIterator[tuple[RedisLiveFeed, Re
 
 
 def test_the_channel_names_the_deployment() -> None:
-    """Pub/sub ignores the database number (an audit found a proxy on /1
+    """Pub/sub ignores the database number (a proxy on /1 once saw
     watching the streams of one on /0): the channel tells apart what the
     store tells apart (database, key prefix) and the tenant secret."""
     channel = live_channel("redis://127.0.0.1:6379/0", "rp:", SECRET)

@@ -5,7 +5,9 @@ upstream of the route the request's `model` selects (or the default route);
 the answer comes back with its status, headers and body, streamed. The model
 is read from any body that is a JSON object, whatever its Content-Type says:
 upstreams parse such a body as JSON regardless, so a Content-Type must not
-take a request past the routes' model globs.
+take a request past the routes' model globs. A multipart form (an audio
+upload) names its model in a `model` field, read by formdata.py; the body
+still goes on as it came, byte for byte.
 
 The path goes as the client wrote it (percent-escapes kept), below the
 route's base URL, and never above it: a path with a `.` or `..` segment, in
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -40,6 +43,7 @@ from proxy.api.trace import Trace
 from proxy.config import Route
 from proxy.errors import BadRequest, ProxyError, ServerShuttingDown, require_type
 from proxy.exchange import Planner, upstream_headers
+from proxy.formdata import UnreadableForm, form_values
 from proxy.runtime import Runtime
 from proxy.upstream import Upstream, UpstreamReadError, response_headers
 
@@ -65,7 +69,9 @@ class PassthroughEndpoint:
             authorization = self.planner.authorize(headers)
             tenant = trace.tenant = self.rt.tenant(authorization)
             body = await read_body(receive, config.limits.max_body_bytes)
-            route = self.planner.route(model_of(body))
+            content_types = [v for k, v in headers if k == "content-type"]
+            model = model_of(body, content_types, config.limits.max_header_bytes)
+            route = self.planner.route(model)
             trace.route = route.name
             owned = ownership.stored_id_of(route, suffix) if ownership.guarded(route) else None
             if owned is not None:
@@ -198,13 +204,15 @@ def upstream_suffix(scope: Scope) -> str:
 _OBJECT_START = re.compile(rb"[ \t\r\n\x00\xef\xbb\xbf\xfe\xff]*\{")
 
 
-def model_of(body: bytes) -> str | None:
-    """The `model` of a body that is a JSON object, whatever the request's
-    Content-Type (media types are case-insensitive, and upstreams parse the
-    body as JSON regardless); None for a body that is not one (a multipart
-    upload) or names none. A `model` that is not a string is a BadRequest:
-    no glob can match it, and an upstream may still read it; so is a body
-    that starts like a JSON object and does not parse here."""
+def model_of(body: bytes, content_types: Sequence[str], limit: int) -> str | None:
+    """The `model` the body names: of a body that is a JSON object, whatever
+    the request's Content-Type (media types are case-insensitive, and
+    upstreams parse the body as JSON regardless); else the `model` field of
+    a multipart form, under the boundary the Content-Type gives; None when
+    it names none. A `model` that is not a string is a BadRequest: no glob
+    can match it, and an upstream may still read it; so is a body that
+    starts like a JSON object and does not parse here, and a form whose
+    `model` field cannot be read here or is given twice, differently."""
     if not body:
         return None
     data = _json_of(body)
@@ -215,10 +223,27 @@ def model_of(body: bytes) -> str | None:
             "The request body starts like a JSON object but does not parse.", code="invalid_json"
         )
     if not isinstance(data, dict):
-        return None
+        return _form_model(body, content_types, limit)
     require_type(data, "model", str)
     model: str | None = data.get("model")
     return model
+
+
+def _form_model(body: bytes, content_types: Sequence[str], limit: int) -> str | None:
+    """The `model` field of a multipart form (see formdata.py), or None."""
+    try:
+        models = form_values(content_types, body, b"model", limit)
+    except UnreadableForm as exc:
+        # the same reasoning as for JSON: what is not read here, an upstream may read
+        raise BadRequest(
+            f"The form's model field cannot be read here: {exc}.",
+            param="model",
+            code="invalid_form",
+        ) from None
+    if len(models) > 1:
+        # servers differ on which one counts (Go's the first, Starlette's the last)
+        raise BadRequest("The form gives more than one model.", param="model", code="invalid_form")
+    return models[0] if models else None
 
 
 def _json_of(body: bytes) -> Any:

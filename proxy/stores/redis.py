@@ -52,6 +52,9 @@ cluster a delete is a script in the conversation's slot then two at once
 (index and recency, global recency), a stored response the record, then
 its listing, then one DEL per evicted record. A lookup is an
 index read, then a script in the turn's slot that checks the entry's `gen`.
+A listing reads a recency set page by page, then the conversations' hashes,
+and reads on past entries whose conversation is gone (expired, or evicted
+by `maxmemory`, before a sweep clears the entry) until it has its `limit`.
 Scripts are sent by SHA and reloaded by redis-py when a server no longer
 knows them (on a cluster, onto every primary).
 
@@ -96,6 +99,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -136,6 +140,7 @@ SETTLE_SECONDS = 3.0  # a call answered TRYAGAIN (a slot in migration) is retrie
 SETTLE_PAUSE = 0.05
 SWEEP_INTERVAL = 60.0  # seconds between sweeps of expired conversations
 SWEEP_BATCH = 200  # conversations dropped per sweep at most
+LIST_PAGE = 1000  # recency entries a listing reads per round trip, at most
 
 
 def eviction_slack(max_conversations: int) -> int:
@@ -527,24 +532,59 @@ class RedisStore:
             return await self._drop(f"{key.tenant}{SEP}{key.conversation}", limit=None) == 1
 
     async def conversations(self, tenant: str | None, limit: int = 100) -> list[ConversationInfo]:
+        """The `limit` most recently written live conversations. A member of
+        the recency set can outlive its conversation (expired a moment ago,
+        dropped by another replica, evicted by Redis's `maxmemory`): such
+        members are skipped and the listing reads on past them, page after
+        page, so that a caller asking for one more than it shows (`has_more`)
+        is told the truth. Pages go down the scores from a cursor (the last
+        score read, and how many members at that score were read), not by
+        offset: a conversation written meanwhile moves above the cursor
+        instead of shifting the later pages, so none is listed twice or
+        passed over for it."""
         r = self._client()
         cutoff = self._clock() - self._ttl
         recent = self.keys.recent if tenant is None else self.keys.tenant(tenant)[1]
+        out: list[ConversationInfo] = []
+        seen: set[str] = set()
+        top, at_top, page = math.inf, 0, limit
         with _failures("list"):
-            found = await self._settled(
-                lambda: r.zrevrangebyscore(
-                    recent, "+inf", cutoff, start=0, num=limit, withscores=True
-                )
-            )
-            names: list[tuple[str, str, float]] = []
-            for member, score in _scored(found):
-                t, _, c = member.partition(SEP) if tenant is None else (tenant, "", member)
-                names.append((t, c, score))
-            conv_keys = [self.keys.conversation(t, c)[1] for t, c, _ in names]
-            metas = await self._settled(lambda: self._each(r, conv_keys, "HMGET", "n", "model"))
+            while len(out) < limit:
+                found = _scored(await self._range(r, recent, top, cutoff, at_top, page))
+                out += await self._live(r, tenant, [m for m in found if m[0] not in seen])
+                seen.update(member for member, _ in found)
+                if len(found) < page:
+                    break
+                last = found[-1][1]
+                tied = sum(1 for _, score in found if score == last)
+                at_top = tied + (at_top if last == top else 0)
+                top, page = last, min(2 * page, LIST_PAGE)
+        return out[:limit]
+
+    async def _range(
+        self, r: Client, recent: str, top: float, cutoff: float, skip: int, num: int
+    ) -> Any:
+        """Members of a recency set from score `top` down to `cutoff`, the
+        first `skip` of them left out, `num` at most, with their scores."""
+        return await self._settled(
+            lambda: r.zrevrangebyscore(recent, top, cutoff, start=skip, num=num, withscores=True)
+        )
+
+    async def _live(
+        self, r: Client, tenant: str | None, found: list[tuple[str, float]]
+    ) -> list[ConversationInfo]:
+        """The listed members whose conversation is still there."""
+        if not found:
+            return []
+        names: list[tuple[str, str, float]] = []
+        for member, score in found:
+            t, _, c = member.partition(SEP) if tenant is None else (tenant, "", member)
+            names.append((t, c, score))
+        conv_keys = [self.keys.conversation(t, c)[1] for t, c, _ in names]
+        metas = await self._settled(lambda: self._each(r, conv_keys, "HMGET", "n", "model"))
         out: list[ConversationInfo] = []
         for (t, c, updated), (n, model) in zip(names, metas, strict=True):
-            if n is None:  # expired or dropped since the listing
+            if n is None:  # expired or dropped, its recency entry not yet swept
                 continue
             out.append(ConversationInfo(t, c, int(n), updated, model.decode() if model else None))
         return out

@@ -366,7 +366,7 @@ def test_one_live_view_shows_every_workers_turns(
 def test_deployments_on_other_databases_or_secrets_see_none_of_each_others_streams(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
 ) -> None:
-    """An audit found that the live feed crossed deployments: Redis pub/sub
+    """Regression: the live feed crossed deployments: Redis pub/sub
     ignores the database number, so an admin of a proxy on `/1` watched every
     stream of a proxy on `/0`. Here A and A2 are one deployment (database 0,
     one secret); B uses database 1 with A's secret, C database 0 with another

@@ -561,7 +561,7 @@ def test_the_openai_sdk_raises_the_status_error(upstream: FakeUpstream) -> None:
 
 
 # -- 10. pass-through keeps the routes' model restrictions ------------------------
-# An audit found that pass-through read the model only under a Content-Type
+# Regression: pass-through read the model only under a Content-Type
 # starting with lowercase `application/json`: any other spelling sent a paid
 # model to the first route's upstream, with its key.
 

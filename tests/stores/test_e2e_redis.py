@@ -10,8 +10,9 @@ import uuid
 from pathlib import Path
 
 import httpx
+import redis
 
-from tests.harness import FakeUpstream, Stream, free_port, route_config, running_proxy
+from tests.harness import FakeUpstream, Json, Stream, free_port, route_config, running_proxy
 from tests.stores.kimi import (
     assert_reinjected,
     kimi_config,
@@ -117,7 +118,7 @@ def test_redis_dying_mid_stream_never_breaks_the_stream(
 
 
 def test_a_stalled_redis_never_stores_a_turn_twice(tmp_path: Path, upstream: FakeUpstream) -> None:
-    """An audit found that a Redis which stalled for between one and two
+    """Regression: a Redis which stalled for between one and two
     seconds (a fork for a snapshot, a stuck disk) got one request's turn
     twice: the append's reply timed out after a second, the client sent
     the script again, and the server, awake, ran both. A command that timed
@@ -151,3 +152,39 @@ def test_a_stalled_redis_never_stores_a_turn_twice(tmp_path: Path, upstream: Fak
             assert [t["content"] for t in stored.json()["turns"]] == ["before", "during", "after"]
     finally:
         redis.stop()
+
+
+def test_has_more_counts_past_conversations_expired_under_the_listing(
+    upstream: FakeUpstream, redis_server: RedisServer
+) -> None:
+    """Regression: the Redis listing dropped recency entries whose
+    conversation had expired after it ranged them, and returned fewer than
+    there were, so `has_more` said False with older conversations left."""
+    run = uuid.uuid4().hex[:8]
+    key = {"Authorization": f"Bearer sk-listing-{run}"}
+    names = [f"list-{run}-{n}" for n in range(4)]
+    config = route_config(upstream, top={"store": {"url": redis_server.url}})
+    with running_proxy(config) as proxy, redis.Redis.from_url(redis_server.url) as raw:
+        for n, name in enumerate(names):
+            answer = {"role": "assistant", "content": f"answer {n}"}
+            upstream.script(Json({"choices": [{"message": answer, "finish_reason": "stop"}]}))
+            user = {"role": "user", "content": f"question {n}"}
+            r = httpx.post(
+                f"{proxy.url}/chat/completions",
+                json={"model": "m", "messages": [user]},
+                headers={**key, "X-Conversation-Id": name},
+                timeout=30,
+            )
+            assert r.status_code == 200
+        # the two newest expire now; their recency entries wait for a sweep
+        for name in names[2:]:
+            for found in raw.scan_iter(match=f"rp:{{*:{name}}}:*"):
+                if not found.endswith(b":refs"):
+                    raw.pexpire(found, 1)
+        wait_until(lambda: not any(raw.scan_iter(match=f"rp:{{*:{names[3]}}}:conv")))
+        one = httpx.get(f"{proxy.url}/conversations?limit=1", headers=key).json()
+        two = httpx.get(f"{proxy.url}/conversations?limit=2", headers=key).json()
+    assert [c["id"] for c in one["data"]] == [names[1]]
+    assert one["has_more"] is True
+    assert [c["id"] for c in two["data"]] == [names[1], names[0]]
+    assert two["has_more"] is False

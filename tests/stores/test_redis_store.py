@@ -7,13 +7,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import redis
 import redis.asyncio as aioredis
+from redis.cluster import RedisCluster
 
 from proxy.history.keys import ConversationKey
-from proxy.stores.base import StoreFailure, TurnRefs
+from proxy.stores.base import ReasoningStore, StoreFailure, TurnRefs
 from proxy.stores.redis import RedisStore
+from proxy.stores.redis_keys import parse_cluster_url
 from tests.harness import free_port
-from tests.stores.conftest import FakeClock
+from tests.stores.conftest import START, Backend, FakeClock
 from tests.stores.servers import RedisServer
 from tests.stores.test_contract import ALICE, turn
 
@@ -144,3 +147,78 @@ async def test_calls_before_start_fail_as_store_failure() -> None:
     store = RedisStore(f"redis://127.0.0.1:{free_port()}/0")
     with pytest.raises(StoreFailure):
         await store.turns(ConversationKey(ALICE, "c1"))
+
+
+# -- listing past conversations gone from under the recency sets -------------------------
+# Regression: the listing read `limit` members of a recency set, then their
+# hashes, and dropped the ones gone since (expired, dropped by another
+# replica, evicted by maxmemory). It returned fewer than there were, so the
+# API's `has_more` (it asks for one more than it shows) said False too soon.
+
+
+def vanish(backend: Backend, store: ReasoningStore, *conversations: str) -> None:
+    """Delete conversations' keys behind the store's back, as Redis expiry
+    or eviction does, leaving their recency entries (the sweep's job)."""
+    assert isinstance(store, RedisStore)
+    assert backend.redis_url is not None
+    raw: redis.Redis | RedisCluster
+    if store.cluster:
+        raw = RedisCluster.from_url(parse_cluster_url(backend.redis_url).first_node_url)
+    else:
+        raw = redis.Redis.from_url(backend.redis_url)
+    with raw:
+        for conversation in conversations:
+            for name in store.keys.conversation(ALICE, conversation)[:2]:
+                assert raw.delete(name) == 1
+
+
+redis_kinds = pytest.mark.parametrize("backend", ["redis", "redis-cluster"], indirect=True)
+
+
+@redis_kinds
+async def test_the_listing_reads_on_past_conversations_gone_from_under_it(
+    backend: Backend,
+) -> None:
+    store = await backend.open()
+    for n in range(7):
+        await store.append(ConversationKey(ALICE, f"c{n}"), turn(f"{n}"), TurnRefs())
+        backend.tick()
+    vanish(backend, store, "c6", "c5", "c4", "c1")  # the newest three, and one between
+
+    async def listed(tenant: str | None, limit: int) -> list[str]:
+        return [c.conversation for c in await store.conversations(tenant, limit)]
+
+    assert await listed(ALICE, 3) == ["c3", "c2", "c0"]
+    assert await listed(ALICE, 4) == ["c3", "c2", "c0"]
+    assert await listed(ALICE, 1) == ["c3"]
+    assert await listed(None, 2) == ["c3", "c2"]
+    (newest,) = await store.conversations(ALICE, 1)
+    assert (newest.turns, newest.updated, newest.model) == (1, START + 3, "m1")
+
+
+@redis_kinds
+async def test_the_listing_reads_on_past_gone_conversations_written_at_one_time(
+    backend: Backend,
+) -> None:
+    """Members of one score come in reverse name order; a page that ends
+    among them goes on after the ones read, none twice."""
+    store = await backend.open()
+    for n in range(6):
+        await store.append(ConversationKey(ALICE, f"c{n}"), turn(f"{n}"), TurnRefs())
+    vanish(backend, store, "c5", "c4", "c2")
+    for limit in (1, 2, 3):
+        listed = [c.conversation for c in await store.conversations(ALICE, limit)]
+        assert listed == ["c3", "c1", "c0"][:limit]
+    assert [c.conversation for c in await store.conversations(ALICE, 10)] == ["c3", "c1", "c0"]
+
+
+@redis_kinds
+async def test_the_listing_reads_on_past_many_gone_conversations(backend: Backend) -> None:
+    store = await backend.open()
+    names = [f"c{n:02}" for n in range(45)]
+    for name in names:
+        await store.append(ConversationKey(ALICE, name), turn(name), TurnRefs())
+        backend.tick()
+    vanish(backend, store, *names[2:])  # all but the two oldest
+    assert [c.conversation for c in await store.conversations(ALICE, 1)] == ["c01"]
+    assert [c.conversation for c in await store.conversations(ALICE, 3)] == ["c01", "c00"]
