@@ -79,8 +79,8 @@ async def _feeds(url: str, prefix: str) -> AsyncIterator[tuple[RedisLiveFeed, Re
 
 
 def test_the_channel_names_the_deployment() -> None:
-    """Pub/sub ignores the database number (a proxy on /1 once saw
-    watching the streams of one on /0): the channel tells apart what the
+    """Pub/sub ignores the database number (a proxy on /1 once saw the
+    streams of one on /0): the channel tells apart what the
     store tells apart (database, key prefix) and the tenant secret."""
     channel = live_channel("redis://127.0.0.1:6379/0", "rp:", SECRET)
     assert channel.startswith("rp:live:0:")
