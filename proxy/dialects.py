@@ -460,8 +460,20 @@ def maker_dialect(model: str | None) -> Dialect | None:
     return None
 
 
-@functools.lru_cache(maxsize=4096)
+# model names longer than this (the body's to choose) are not remembered by
+# name: a cache of names would hold whatever clients send
+REMEMBERED_NAME = 256
+
+
 def dialect_for(route_dialect: Dialect, source: DialectSource, model: str | None) -> Dialect:
+    """`_dialect_for`, remembered for model names of a bounded length (the
+    cache holds what clients send)."""
+    if model is not None and len(model) > REMEMBERED_NAME:
+        return _dialect_for(route_dialect, source, model)
+    return _remembered_dialect_for(route_dialect, source, model)
+
+
+def _dialect_for(route_dialect: Dialect, source: DialectSource, model: str | None) -> Dialect:
     """The dialect one request gets: the route's (set in the config or by
     its host), else the model maker's, else openai. An upstream serving many
     makers' models keeps its wire format and takes on the maker's need to
@@ -474,6 +486,8 @@ def dialect_for(route_dialect: Dialect, source: DialectSource, model: str | None
         return replace(route_dialect, auto_include=True)
     return route_dialect
 
+
+_remembered_dialect_for = functools.lru_cache(maxsize=4096)(_dialect_for)
 
 Param = tuple[str, tuple[str, ...], Any]  # (setting, body path, value)
 # the setting of a Param that turns a client's own off switch back on: it

@@ -22,6 +22,7 @@ from proxy.config import CREDENTIAL_HEADERS, Route
 from proxy.dialects import (
     DEFAULT_DIALECT,
     DIALECTS,
+    REMEMBERED_NAME,
     Dialect,
     Param,
     apply_params,
@@ -52,6 +53,12 @@ Decided = tuple[Dialect, ReasoningSettings, list[Param], tuple[str, ...]]
 
 # request headers that are the proxy's own and never go upstream
 OWN_HEADERS = ("x-reasoning-", "x-conversation-id")
+
+# What the planner remembers per model name (route, dialect, settings): at
+# most REMEMBERED entries, and only for names of at most REMEMBERED_NAME
+# characters; a longer name (the body's to choose) is decided afresh each
+# time, so the memory stays bounded whatever clients send.
+REMEMBERED = 4096
 
 
 @dataclass(slots=True)
@@ -99,7 +106,7 @@ class Planner:
             route = self._routes[model]
         except KeyError:
             route = self.rt.config.route_for(model)
-            if len(self._routes) < 4096:
+            if len(self._routes) < REMEMBERED and (model is None or len(model) <= REMEMBERED_NAME):
                 self._routes[model] = route
         if route is None:
             raise NotFound(
@@ -184,7 +191,9 @@ class Planner:
         settings the upstream cannot honour. A profile from the store may
         change at any time, so only config profiles are remembered."""
         key: tuple[Any, ...] | None = None
-        if profile_name is None or profile_name in self.rt.config.profiles:
+        if (profile_name is None or profile_name in self.rt.config.profiles) and (
+            model is None or len(model) <= REMEMBERED_NAME
+        ):
             try:
                 key = (route.name, model, profile_name, tuple(from_headers.items()))
                 known = self._decided.get(key)
@@ -197,7 +206,7 @@ class Planner:
         params = plan_params(dialect, settings, model or "")
         ignored = ignored_settings(dialect, settings, params.ignored)
         decided = (dialect, settings, params.params, ignored)
-        if key is not None and len(self._decided) < 4096:
+        if key is not None and len(self._decided) < REMEMBERED:
             self._decided[key] = (route, decided)
         return decided
 

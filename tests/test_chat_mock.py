@@ -228,3 +228,41 @@ async def test_an_upstream_error_status_is_passed_on(
     assert r.status_code == 429
     assert r.json() == error
     assert r.headers["retry-after"] == "7"
+
+
+async def test_long_model_names_are_served_but_not_remembered(
+    upstream: MockTransport, script: Script
+) -> None:
+    """The planner remembers what it decided per model name, for names of a
+    bounded length only: a client choosing megabyte-long names cannot grow
+    the process (4,096 entries of whole bodies), and is still served."""
+    config = build_config(
+        {"routes": [{"name": "mock", "upstream": "https://upstream.test/v1"}]},
+        env={"REASONING_PROXY_SECRET": "mock-secret"},
+    )
+    runtime = Runtime(config, transport=upstream)
+    app = create_app(config, runtime=runtime)
+    await runtime.start()
+    names = ["short-model", "x" * 257, "kimi-k2-" + "y" * 100_000]
+    dialects: list[str] = []
+    try:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app), base_url="http://proxy"
+        ) as http:
+            for name in names * 2:
+                script.answers.append(MockResponse(200, JSON, [json.dumps(COMPLETION).encode()]))
+                r = await http.post(
+                    "/v1/chat/completions",
+                    json={"model": name, "messages": [{"role": "user", "content": "hi"}]},
+                )
+                assert r.status_code == 200, r.text
+                dialects.append(r.headers["x-reasoning-dialect"])
+    finally:
+        await runtime.close()
+    # the long kimi name still gets the kimi dialect, decided afresh each time
+    assert dialects == ["openai", "openai", "kimi"] * 2
+    planner = app.chat.planner
+    assert list(planner._routes) == ["short-model"]
+    assert {key[1] for key in planner._decided} == {"short-model"}
+    sent = [json.loads(r.body or b"{}")["model"] for r in upstream.requests]
+    assert [len(m) for m in sent] == [len(n) for n in names * 2]
