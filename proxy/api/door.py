@@ -30,7 +30,7 @@ from proxy.api.asgi import (
     send_error,
 )
 from proxy.api.encoder import Encoder
-from proxy.api.failures import error_kind, read_failure_error
+from proxy.api.failures import error_kind, read_failure_error, upstream_status
 from proxy.api.ownership import kept_upstream, record
 from proxy.api.relay import Progress, StreamRelay
 from proxy.api.trace import Trace
@@ -254,13 +254,7 @@ class Door:
             async with self.rt.upstream.request(
                 ex.route, "POST", path, ex.upstream_headers, body
             ) as response:
-                if 300 <= response.status < 400:
-                    raise UpstreamError(
-                        "The upstream answered with a redirect; redirects are not followed.",
-                        code="upstream_redirect",
-                    )
-                if response.status >= 400:
-                    trace.upstream_error = "status"
+                trace.upstream_error = upstream_status(response.status)
                 content_type = response.header("content-type") or ""
                 if response.status < 300 and content_type.startswith("text/event-stream"):
                     await stream(response)

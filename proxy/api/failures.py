@@ -33,6 +33,17 @@ _ERROR_KIND = {
 IDLE_MESSAGE = "The upstream sent nothing within the idle timeout."
 
 
+def upstream_status(status: int) -> str | None:
+    """The upstream error kind a response status is (None for none), once the
+    status is in: a redirect is an error (redirects are not followed)."""
+    if 300 <= status < 400:
+        raise UpstreamError(
+            "The upstream answered with a redirect; redirects are not followed.",
+            code="upstream_redirect",
+        )
+    return "status" if status >= 400 else None
+
+
 def error_kind(exc: ProxyError) -> str:
     if isinstance(exc, UpstreamTimeout):
         return "timeout"

@@ -33,13 +33,13 @@ from proxy.api.asgi import (
     request_headers,
     send_bytes,
 )
-from proxy.api.failures import error_kind, read_failure_error
+from proxy.api.failures import error_kind, read_failure_error, upstream_status
 from proxy.api.messages import client_credential, send_anthropic_error
 from proxy.api.trace import Trace
 from proxy.config import Route
 from proxy.doors.messages.models import find, model_infos, page, page_params
 from proxy.doors.messages.shapes import error_body
-from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError
+from proxy.errors import ProxyError, ServerShuttingDown
 from proxy.exchange import Planner, upstream_headers
 from proxy.runtime import Runtime
 from proxy.upstream import Upstream, UpstreamReadError
@@ -144,13 +144,7 @@ class AnthropicModelsEndpoint:
         trace.upstream_started()
         async with self.rt.upstream.request(route, "GET", "/models", out, None) as response:
             trace.upstream_first_byte()
-            if 300 <= response.status < 400:
-                raise UpstreamError(
-                    "The upstream answered with a redirect; redirects are not followed.",
-                    code="upstream_redirect",
-                )
-            if response.status >= 400:
-                trace.upstream_error = "status"
+            trace.upstream_error = upstream_status(response.status)
             try:
                 body = await Upstream.read_all(response, self.rt.config.limits.max_response_bytes)
             except UpstreamReadError as exc:
