@@ -142,13 +142,18 @@ def test_bad_paging_is_anthropics_400_and_nothing_goes_upstream(upstream: FakeUp
 
 def test_upstream_errors_keep_their_status_in_anthropics_shape(upstream: FakeUpstream) -> None:
     error = {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}
-    upstream.script(Json(error, status=401), Json({"object": "list"}))
+    moved = Json({}, status=302, headers={"Location": "http://127.0.0.1:9/models"})
+    upstream.script(Json(error, status=401), Json({"object": "list"}), moved)
     with running_proxy(route_config(upstream)) as proxy:
         models = sdk_client(proxy.base, KEY).models
         with pytest.raises(anthropic.AuthenticationError) as refused:
             models.list()
         with pytest.raises(anthropic.InternalServerError) as malformed:
             models.list()
+        with pytest.raises(anthropic.InternalServerError) as redirected:
+            models.list()  # a redirect is not followed
+    assert redirected.value.status_code == 502
+    assert len(upstream.requests) == 3
     assert refused.value.body == {
         "type": "error",
         "error": {"type": "authentication_error", "message": "Incorrect API key provided"},
