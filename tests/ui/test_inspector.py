@@ -441,8 +441,9 @@ def test_a_list_cut_at_a_thousand_says_so(browser: Browser, upstream: FakeUpstre
                 proxy.url + "/chat/completions", json=body, headers=headers
             ).status_code
 
+        assert chat(0) == 200  # the oldest, before the others start
         with ThreadPoolExecutor(8) as pool:
-            assert set(pool.map(chat, range(1001))) == {200}
+            assert set(pool.map(chat, range(1, 1001))) == {200}
         page = browser.new_page()
         try:
             page.goto(proxy.base + "/ui")
