@@ -239,18 +239,20 @@ class Route:
     # where `dialect` came from: the config, the upstream host, or nowhere
     # (then the model name decides per request, else openai)
     dialect_source: DialectSource = "config"
+    # the route sends its own credential, `api_key` or a credential header in
+    # `headers:`: its upstream sees every client as one caller (set from
+    # those two; read on every request)
+    keyed: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        keyed = self.api_key is not None or any(
+            name.lower() in CREDENTIAL_HEADERS for name, _ in self.headers
+        )
+        object.__setattr__(self, "keyed", keyed)
 
     @property
     def catch_all(self) -> bool:
         return "*" in self.models
-
-    @property
-    def keyed(self) -> bool:
-        """The route sends its own credential, `api_key` or a credential
-        header in `headers:`: its upstream sees every client as one caller."""
-        return self.api_key is not None or any(
-            name.lower() in CREDENTIAL_HEADERS for name, _ in self.headers
-        )
 
     def matches(self, model: str) -> bool:
         lowered = model.lower()
