@@ -558,7 +558,7 @@
             'aria-current': c.ref === state.selected ? 'true' : null,
           },
           el('span', { class: 'id' }, c.id),
-          el('span', { class: 'meta' }, meta.filter(Boolean).join(' · ')),
+          el('span', { class: 'meta' }, ...separated(meta.filter(Boolean))),
         );
         return el('li', {}, button);
       }),
@@ -576,6 +576,12 @@
     const query = $('search').value.trim().toLowerCase();
     if (!query) return true;
     return [entry.id, entry.model, entry.tenant].some((v) => typeof v === 'string' && v.toLowerCase().includes(query));
+  }
+
+  function separated(parts) {
+    // each part its own element, so the style can isolate it (a model name's
+    // right-to-left override must not reorder the count and date after it)
+    return parts.flatMap((part, i) => [i ? ' · ' : null, el('span', {}, part)]);
   }
 
   function renderModelFilter(entries) {
