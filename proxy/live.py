@@ -14,8 +14,10 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
+
+from proxy.keymask import KeyMask, StreamMask
 
 QUEUE_SIZE = 2048
 
@@ -85,22 +87,30 @@ class LiveFeed:
 
 
 class TurnWatcher:
-    """Announces one turn on the live feed: start, deltas, end."""
+    """Announces one turn on the live feed: start, deltas, end.
 
-    __slots__ = ("_conversation", "_feed", "_id", "_mask", "_tenant")
+    Route keys an upstream quotes are masked also when a key arrives split
+    across two upstream reads (the page joins the deltas, so masking each
+    delta alone would show it whole): the text of the current kind goes
+    through one `StreamMask`, which holds back a tail that could begin a
+    key until the next delta of that kind, a change of kind, or the end."""
+
+    __slots__ = ("_conversation", "_feed", "_held", "_id", "_kind", "_mask", "_tenant")
 
     def __init__(
         self,
         feed: LiveFeed,
         tenant: str,
         conversation: str,
-        mask: Callable[[str], str] | None = None,
+        mask: KeyMask | None = None,
     ) -> None:
         self._feed = feed
         self._tenant = tenant
         self._conversation = conversation
         self._id = uuid.uuid4().hex[:12]
         self._mask = mask  # route keys an upstream quoted, masked
+        self._kind = ""  # the kind of the latest delta
+        self._held: StreamMask | None = None  # its mask, holding a possible key's start
 
     def _publish(self, event_type: str, **fields: Any) -> None:
         event = {
@@ -122,10 +132,29 @@ class TurnWatcher:
                 runs[-1][1] += text
             else:
                 runs.append([kind, text])
-        mask = self._mask
         for kind, text in runs:
-            self._publish("delta", kind=kind, text=mask(text) if mask is not None else text)
+            self._delta(kind, text)
         tap.clear()
+
+    def _delta(self, kind: str, text: str) -> None:
+        if self._mask is None:
+            self._publish("delta", kind=kind, text=text)
+            return
+        if kind != self._kind or self._held is None:
+            self._release()
+            self._kind, self._held = kind, self._mask.stream()
+        # whole UTF-8 characters in, whole ones out: a held tail starts where a key does
+        safe = self._held.feed(text.encode(errors="surrogatepass")).decode(errors="surrogatepass")
+        if safe:
+            self._publish("delta", kind=kind, text=safe)
+
+    def _release(self) -> None:
+        """Publish what the mask holds: it was not the start of a key after all."""
+        if self._held is not None:
+            held = self._held.flush().decode(errors="surrogatepass")
+            self._held = None
+            if held:
+                self._publish("delta", kind=self._kind, text=held)
 
     def whole(self, reasoning: list[str], content: str) -> None:
         """A response that came whole: its shown reasoning, then its answer."""
@@ -137,6 +166,7 @@ class TurnWatcher:
     def end(
         self, complete: bool, finish_reason: str | None, persisted: bool, truncated: bool = False
     ) -> None:
+        self._release()
         self._publish(
             "turn_end",
             complete=complete,

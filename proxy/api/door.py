@@ -372,12 +372,8 @@ class Door:
 
     def _watch(self, ex: Exchange) -> TurnWatcher:
         """Announce the turn on the live feed (only while someone watches)."""
-        mask = self.rt.key_mask
         watcher = ex.watcher = TurnWatcher(
-            self.rt.live,
-            ex.key.tenant,
-            ex.key.conversation,
-            mask=mask.text if mask is not None else None,
+            self.rt.live, ex.key.tenant, ex.key.conversation, mask=self.rt.key_mask
         )
         watcher.start(ex.payload.get("model"), ex.route.name, ex.context)
         return watcher

@@ -48,6 +48,11 @@ async def forward_native(
 ) -> None:
     async def stream(response: Response) -> None:
         state.reader = reader  # the turn of a stream cut short, and its failure event
+        if door.rt.live.active:
+            # the turn's start and end go on the live feed (its deltas do not:
+            # the live view reads the chat path's), so the inspector shows it
+            # streaming and then reads it from the store
+            door._watch(ex)
 
         async def remember(turn: Turn | None) -> None:
             await door._remember(ex, turn)
@@ -86,6 +91,8 @@ async def _whole(
                 code="malformed_upstream_response",
             )
         body = orjson.dumps(reader.whole(answer))
+        if door.rt.live.active:
+            door._watch(ex)  # start and end: the inspector reads the turn from the store
         await door._remember(ex, reader.turn())
     elif error_body is not None:
         body = error_body(status, body)

@@ -28,6 +28,7 @@
     scope: null, // 'all' (admin token) or 'tenant', from the feed's hello
     conversations: new Map(), // ref -> conversation entry
     hasMore: false, // the list left older conversations out
+    listed: false, // the list was read: only then can it say there are none
     selected: null, // ref of the conversation on screen
     stored: null, // the last GET of the selected conversation
     live: new Map(), // turnId -> live turn
@@ -558,12 +559,12 @@
             'aria-current': c.ref === state.selected ? 'true' : null,
           },
           el('span', { class: 'id' }, c.id),
-          el('span', { class: 'meta' }, meta.filter(Boolean).join(' · ')),
+          el('span', { class: 'meta' }, ...separated(meta.filter(Boolean))),
         );
         return el('li', {}, button);
       }),
     );
-    $('no-conversations').hidden = all.length > 0;
+    $('no-conversations').hidden = all.length > 0 || !state.listed;
     $('no-match').hidden = entries.length > 0 || all.length === 0;
     $('more-conversations').hidden = !state.hasMore;
     if (focused) list.querySelector(`[data-ref="${CSS.escape(focused)}"]`)?.focus();
@@ -576,6 +577,12 @@
     const query = $('search').value.trim().toLowerCase();
     if (!query) return true;
     return [entry.id, entry.model, entry.tenant].some((v) => typeof v === 'string' && v.toLowerCase().includes(query));
+  }
+
+  function separated(parts) {
+    // each part its own element, so the style can isolate it (a model name's
+    // right-to-left override must not reorder the count and date after it)
+    return parts.flatMap((part, i) => [i ? ' · ' : null, el('span', {}, part)]);
   }
 
   function renderModelFilter(entries) {
@@ -660,6 +667,7 @@
       }
     }
     state.conversations = next;
+    state.listed = true;
     state.hasMore = data.has_more === true;
     if (state.selected && !next.has(state.selected)) state.selected = null;
     renderList();
@@ -882,6 +890,7 @@
     if (state.stream) state.stream.abort();
     state.scope = null;
     state.conversations = new Map();
+    state.listed = false;
     state.selected = null;
     state.stored = null;
     state.live = new Map();

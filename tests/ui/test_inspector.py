@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from playwright.sync_api import Browser, Locator, Page, expect
 
 from tests.harness import FakeUpstream, Json
@@ -454,5 +455,32 @@ def test_a_list_cut_at_a_thousand_says_so(browser: Browser, upstream: FakeUpstre
             expect(page.locator("#conversations li")).to_have_count(1000, timeout=30_000)
             expect(page.locator('[data-conversation="many-1000"]')).to_have_count(1)
             expect(page.locator('[data-conversation="many-0000"]')).to_have_count(0)
+        finally:
+            page.close()
+
+
+@pytest.mark.parametrize("trouble", ["key required", "store down"])
+def test_a_list_that_could_not_be_read_does_not_say_there_are_none(
+    browser: Browser, upstream: FakeUpstream, refusing_port: int, trouble: str
+) -> None:
+    """Regression: when the list failed (401 without a key where one is
+    required, 503 with the store down), the page showed the error and
+    also "No conversations yet", as if it had read an empty list."""
+    from tests.harness import route_config, running_proxy
+
+    if trouble == "key required":
+        top: dict[str, Any] = {"server": {"require_auth": True}}
+        said = "This proxy requires an API key"
+    else:
+        top = {"store": {"url": f"redis://127.0.0.1:{refusing_port}/0"}}
+        said = "The store is unavailable."
+    with running_proxy(route_config(upstream, top=top)) as proxy:
+        page = browser.new_page()
+        try:
+            page.goto(proxy.base + "/ui")
+            expect(page.locator("#error")).to_contain_text(said)
+            page.wait_for_timeout(2000)  # past the page's fallback load without a feed
+            expect(page.locator("#error")).to_contain_text(said)
+            expect(page.locator("#no-conversations")).to_be_hidden()
         finally:
             page.close()
