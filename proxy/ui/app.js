@@ -82,10 +82,14 @@
   }
 
   function preview(text) {
-    // whitespace folded to single spaces: the preview is one line
-    const head = text.slice(0, 25 * PREVIEW_CHARS);
+    // whitespace folded to single spaces: the preview is one line, read from
+    // a bounded window that starts at the first visible character and never
+    // ends inside a character (half of a surrogate pair)
+    const from = Math.max(0, text.search(/\S/));
+    let head = text.slice(from, from + 25 * PREVIEW_CHARS);
+    if (/[\uD800-\uDBFF]$/.test(head)) head = head.slice(0, -1);
     const chars = Array.from(head.replace(/\s+/g, ' ').trim());
-    const more = chars.length > PREVIEW_CHARS || text.length > head.length;
+    const more = chars.length > PREVIEW_CHARS || from + head.length < text.length;
     return more ? `${chars.slice(0, PREVIEW_CHARS).join('').trimEnd()}…` : chars.join('');
   }
 

@@ -337,6 +337,35 @@ def test_reasoning_without_an_answer_is_not_an_error(
     inspector.shoot("10-reasoning-only")
 
 
+@pytest.mark.parametrize(
+    "thought",
+    [
+        " " * 999 + "😀 and then the thought goes on",  # (the window was 1,000 code units)
+        "\n" * 2000 + "After a long blank stretch, the reasoning starts here at last.",
+        "x" * 999 + "😀" + "y" * 10,
+    ],
+    ids=["emoji-at-the-cut", "leading-blank-lines", "long-word"],
+)
+def test_the_preview_starts_at_the_text_and_never_splits_a_character(
+    inspector: Inspector, upstream: FakeUpstream, client_factory: Clients, thought: str
+) -> None:
+    """The live view collapses reasoning to a preview when the answer starts,
+    from the text as it streamed (the stored turn's is stripped)."""
+    key = f"key-preview-{len(thought)}"  # (one server serves every case)
+    client = client_factory(key)
+    inspector.open(key)
+    stream = thinking_stream(("reasoning", thought), ("content", "The answer."))
+    stream.gate_after = 3  # role chunk, reasoning, answer: held there until read
+    upstream.script(stream)
+    reply = client.chat_later(key)
+    toggle = inspector.page.locator("article.turn[data-state=live] [data-ai-reasoning-toggle]")
+    expect(toggle).to_contain_text(preview_of(thought))
+    text = toggle.text_content() or ""
+    assert not any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+    stream.gate.set()
+    assert reply.result(30).status_code == 200
+
+
 def test_reasoning_kept_from_the_client_is_not_shown(
     inspector: Inspector, upstream: FakeUpstream, client_factory: Clients
 ) -> None:
