@@ -857,6 +857,7 @@
         showError(error.message);
         setStatus('error', 'not connected');
         stop = error.status === 401 || error.status === 403; // retrying cannot help; a new key can
+        if (error.status === 401) $('scope').textContent = state.key ? 'a key this proxy refuses' : 'no key (this proxy requires one)';
       } else {
         const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
         let buffer = '';

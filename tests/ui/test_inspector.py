@@ -511,5 +511,7 @@ def test_a_list_that_could_not_be_read_does_not_say_there_are_none(
             page.wait_for_timeout(2000)  # past the page's fallback load without a feed
             expect(page.locator("#error")).to_contain_text(said)
             expect(page.locator("#no-conversations")).to_be_hidden()
+            if trouble == "key required":  # nor does it call the caller anonymous
+                expect(page.locator("#scope")).to_have_text("no key (this proxy requires one)")
         finally:
             page.close()
