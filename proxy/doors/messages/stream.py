@@ -28,7 +28,7 @@ import orjson
 
 from proxy.doors.messages.shapes import error_body, error_from_openai, matched_stop, stop_reason
 from proxy.reasoning.native import DetailsMerger
-from proxy.reasoning.normalizer import chunk_usage
+from proxy.reasoning.normalizer import answer_error, chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong
 
 Json = dict[str, Any]
@@ -300,18 +300,23 @@ class MessagesEncoder:
             return self._error(b'"The upstream sent an event that is not JSON."', out)
         if not isinstance(chunk, dict):
             return True
-        if chunk.get("error") is not None and not chunk.get("choices"):
-            return self._error(orjson.dumps(chunk["error"]), out)
+        error = answer_error(chunk) if b"error" in data else None
+        if error is not None:
+            self._choices(chunk, out)  # what came with the error, then the failure
+            return self._error(orjson.dumps(error), out)
         usage = chunk_usage(chunk)
         if usage is not None:
             self._usage = usage
+        self._choices(chunk, out)
+        return True
+
+    def _choices(self, chunk: Json, out: list[bytes]) -> None:
         choices = chunk.get("choices")
         if not isinstance(choices, list):
-            return True
+            return
         for choice in choices:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 self._choice(choice, out)
-        return True
 
     def _choice(self, choice: Json, out: list[bytes]) -> None:
         delta = choice.get("delta")

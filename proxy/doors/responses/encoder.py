@@ -50,7 +50,7 @@ from proxy.doors.responses.objects import (
 from proxy.doors.responses.tools import ClientTool, ToolNames
 from proxy.reasoning.blocks import Json, Turn, blocks_for_context, join_reasoning
 from proxy.reasoning.native import DetailsMerger
-from proxy.reasoning.normalizer import chunk_usage
+from proxy.reasoning.normalizer import answer_error, chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment
 from proxy.sealing import Sealed
 
@@ -235,10 +235,12 @@ class ResponsesEncoder:
             return
         if type(chunk) is not dict:
             return
-        if "error" in chunk and chunk["error"] is not None and not chunk.get("choices"):
-            self._error(data, out)
+        error = answer_error(chunk) if b"error" in data else None
+        if error is None:
+            self._chunk(chunk, out)
             return
-        self._chunk(chunk, out)
+        self._chunk(chunk, out)  # what came with the error, then the failure
+        self._error(orjson.dumps({"error": error}), out)
 
     def _chunk(self, chunk: Json, out: list[bytes]) -> None:
         if self._model is None and isinstance(chunk.get("model"), str):
