@@ -348,3 +348,52 @@ def test_start_headers() -> None:
         ("content-type", "application/json"),
         ("x-proxy-dropped-fields", "context_management"),
     ]
+
+
+def test_an_error_beside_a_choice_ended_by_it_ends_the_stream() -> None:
+    """OpenRouter's mid-stream failure: what the chunk carried goes out, then
+    the error; no message_stop, so the SDK raises."""
+    failed = chunk({"content": "lo"}, "error")
+    failed["error"] = {"code": "server_error", "message": "Provider disconnected"}
+    body = sse(chunk({"content": "Hel"})) + sse(failed) + b"data: [DONE]\n\n"
+    events = parse_events(encode(body))
+    texts = [d["delta"]["text"] for n, d in events if n == "content_block_delta"]
+    assert texts == ["Hel", "lo"]
+    assert events[-1] == (
+        "error",
+        {"type": "error", "error": {"type": "api_error", "message": "Provider disconnected"}},
+    )
+
+
+REFUSED = b"".join(
+    [
+        sse(chunk({"role": "assistant", "content": None, "refusal": ""})),
+        sse(chunk({"refusal": "I can't "})),
+        sse(chunk({"refusal": "help with that."})),
+        sse(chunk({}, "stop")),
+        b"data: [DONE]\n\n",
+    ]
+)
+
+
+def test_a_refusal_is_text_that_stops_with_refusal() -> None:
+    whole = encode(REFUSED)
+    assert encode(REFUSED, [REFUSED[n : n + 1] for n in range(len(REFUSED))]) == whole
+    message = accumulate(parse_events(whole))
+    assert [(b.type, getattr(b, "text", None)) for b in message.content] == [
+        ("text", "I can't help with that.")
+    ]
+    assert message.stop_reason == "refusal"
+    completion = {
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "refusal": "No."},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    whole_message = encoder().message(completion)
+    assert whole_message["content"] == [{"type": "text", "text": "No."}]
+    assert whole_message["stop_reason"] == "refusal"

@@ -351,6 +351,52 @@ def test_a_rate_limit_error_keeps_its_code() -> None:
     assert evs[-1]["response"]["error"]["code"] == "rate_limit_exceeded"
 
 
+def test_an_error_beside_a_choice_ended_by_it_fails_the_response() -> None:
+    """OpenRouter's mid-stream failure: the error at the top, the choice's
+    finish_reason "error"; what the chunk carried still goes out first."""
+    error = chunk({"content": "lo"}, "error", error={"code": "server_error", "message": "Gone."})
+    evs = events(run(encoder(), chunk({"content": "Hel"}) + error + DONE))
+    assert kinds(evs)[-3:] == ["output_text.delta", "output_text.delta", "failed"]
+    assert evs[-1]["response"]["error"]["code"] == "server_error"
+    assert evs[-1]["response"]["error"]["message"].startswith("Gone.")
+
+
+REFUSED = (
+    chunk({"role": "assistant", "content": "Let me see. "})
+    + chunk({"content": None, "refusal": "I can't "})
+    + chunk({"refusal": "help with that."})
+    + chunk({}, "stop")
+    + DONE
+)
+
+
+def test_a_refusal_is_a_message_with_a_refusal_part() -> None:
+    evs = events(run(encoder(), REFUSED))
+    assert kinds(evs) == [
+        "created",
+        "in_progress",
+        "output_item.added",
+        "content_part.added",
+        "output_text.delta",
+        "output_text.done",
+        "content_part.done",
+        "output_item.done",
+        "output_item.added",
+        "content_part.added",
+        "refusal.delta",
+        "refusal.delta",
+        "refusal.done",
+        "content_part.done",
+        "output_item.done",
+        "completed",
+    ]
+    response = Response.model_validate(evs[-1]["response"])
+    assert [item.model_dump()["content"] for item in response.output] == [
+        [{"type": "output_text", "text": "Let me see. ", "annotations": [], "logprobs": None}],
+        [{"type": "refusal", "refusal": "I can't help with that."}],
+    ]
+
+
 def test_a_stream_that_ends_without_done_fails() -> None:
     evs = events(run(encoder(), chunk({"content": "Par"})))
     assert evs[-1]["type"] == "response.failed"
@@ -367,7 +413,7 @@ def test_input_after_the_end_is_ignored() -> None:
 # -- splits -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("data", [REASON_THEN_ANSWER, TOOL_LOOP])
+@pytest.mark.parametrize("data", [REASON_THEN_ANSWER, TOOL_LOOP, REFUSED])
 def test_byte_by_byte_and_with_trailing_data_give_the_same_events(data: bytes) -> None:
     whole = run(encoder(tools=[WEATHER, NAMESPACE, PATCH]), data)
     assert run(encoder(tools=[WEATHER, NAMESPACE, PATCH]), data, [1] * len(data)) == whole

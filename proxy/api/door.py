@@ -45,6 +45,7 @@ from proxy.reasoning.normalizer import (
     NormalizeOptions,
     StreamFailure,
     StreamNormalizer,
+    answer_error,
     normalize_completion,
 )
 from proxy.reasoning.sse import SSELineTooLong
@@ -228,7 +229,11 @@ class Door:
             payload = orjson.loads(body)
         except orjson.JSONDecodeError:
             payload = None
-        if type(payload) is not dict or payload.get("choices") is None:
+        if (
+            type(payload) is not dict
+            or payload.get("choices") is None
+            or answer_error(payload) is not None  # judged as an error by `_whole`
+        ):
             kind = response.header("content-type")
             headers = [*_passed_on(response), *([("content-type", kind)] if kind else [])]
             return BufferedResponse(response.status, headers, body), False
@@ -292,8 +297,8 @@ class Door:
                     "The upstream sent a response that is not a JSON object.",
                     code="malformed_upstream_response",
                 )
-            error = payload.get("error")
-            if error is not None and not payload.get("choices"):
+            error = answer_error(payload)
+            if error is not None:
                 # an error object with a 2xx: a real status, as for a stream's first event
                 trace.upstream_error = "status"
                 trace.fields["error"] = "upstream_error_event"

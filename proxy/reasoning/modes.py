@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from proxy.reasoning.blocks import Json, index_key
-from proxy.reasoning.normalizer import chunk_usage
+from proxy.reasoning.normalizer import answer_error, chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder
 
 _ENVELOPE = ("id", "created", "model", "system_fingerprint")
@@ -141,8 +141,9 @@ def stream_as_completion(body: bytes, max_line_bytes: int) -> Json | None:
             return {"error": error if error is not None else CLOSED}
         if type(chunk) is not dict:
             continue
-        if chunk.get("error") is not None and not chunk.get("choices"):
-            return {"error": chunk["error"]}
+        error = answer_error(chunk)
+        if error is not None:
+            return {"error": error}
         for key in _ENVELOPE:
             if key not in envelope and chunk.get(key) is not None:
                 envelope[key] = chunk[key]

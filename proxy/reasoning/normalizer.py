@@ -92,6 +92,36 @@ def chunk_usage(chunk: Json) -> Json | None:
     return usage if usage and type(usage) is dict else None
 
 
+# What a choice that ended with `finish_reason: "error"` failed with, when
+# neither the chunk nor the choice says.
+FINISHED_WITH_ERROR = {
+    "message": 'The upstream ended the answer with finish_reason "error".',
+    "type": "upstream_error",
+    "code": "upstream_error",
+}
+
+
+def answer_error(obj: Json) -> Any:
+    """The error a chunk or a whole completion carries instead of an answer,
+    else None: its `error` when it has no choices (OpenAI's and vLLM's error
+    events), or when a choice ends with `finish_reason: "error"` (how
+    OpenRouter fails mid-stream, with the error at the top, and in a whole
+    answer, with the error in the choice). An `error` beside choices that
+    go on is data."""
+    error = obj.get("error")
+    choices = obj.get("choices")
+    if not choices:
+        return error
+    if type(choices) is not list:
+        return None
+    for choice in choices:
+        if type(choice) is dict and choice.get("finish_reason") == "error":
+            if error is None:
+                error = choice.get("error")
+            return error if error is not None else FINISHED_WITH_ERROR
+    return None
+
+
 def error_body(failure: StreamFailure) -> bytes:
     """The failure as an OpenAI error object (JSON)."""
     body = {
@@ -317,8 +347,8 @@ class StreamNormalizer:
                 text = data.decode(errors="replace")
                 error = obj.get("error", obj) if type(obj) is dict else text
                 self.first_error = error if error is not None else text
-            elif type(obj) is dict and obj.get("error") is not None and not obj.get("choices"):
-                self.first_error = obj["error"]
+            elif type(obj) is dict:
+                self.first_error = answer_error(obj)
             return
 
     def _run(
@@ -496,6 +526,8 @@ class StreamNormalizer:
             finish = choice.get("finish_reason")
             if finish is not None:
                 self._envelope["finish_reason"] = finish
+                if finish == "error" and self._upstream_error is None:
+                    self._upstream_error = answer_error(obj)
             delta = choice.get("delta")
             if type(delta) is not dict:
                 if finish is None or state.finished:

@@ -11,12 +11,14 @@ import socket
 import time
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import pytest
 
 from tests.casefiles import chunk
 from tests.harness import FakeUpstream, Hang, Json, Stream, running_proxy
+from tests.messages_wire import sdk_client
 
 KEY = {"Authorization": "Bearer sk-client-key"}
 ROUTE_KEY = "rk-route-secret-0123456789"
@@ -699,3 +701,97 @@ def test_the_chat_path_with_extra_slashes_is_the_chat_door(
     assert bad.json()["error"]["code"] == "invalid_reasoning_setting"
     assert ok.status_code == 200
     assert [r.path for r in upstream.requests] == ["/tenant-x/v1/chat/completions"]
+
+
+# -- an answer that ends in an error (OpenRouter's shape) -------------------------
+#
+# OpenRouter fails a stream it has begun with a chunk holding an `error` at the
+# top and a choice ended with finish_reason "error"; a whole answer that
+# failed holds the error in the choice.
+
+OPENROUTER_ERROR = {
+    "id": "gen-1",
+    "object": "chat.completion.chunk",
+    "model": "m",
+    "provider": "Some",
+    "error": {"code": 429, "message": "Rate limited by the provider"},
+    "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+}
+
+
+def sdk_stream(proxy_base: str, path: str) -> Any:
+    """Read the door's stream with its own SDK; what it raised, or the
+    Responses stream's last event."""
+    if path == "messages":
+        client = sdk_client(proxy_base, "sk-client-key")
+        with client.messages.stream(
+            model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}]
+        ) as stream:
+            return stream.get_final_message()
+    with openai.OpenAI(base_url=proxy_base + "/v1", api_key="sk-client-key", max_retries=0) as sdk:
+        if path == "responses":
+            return list(sdk.responses.create(model="m", input="hi", stream=True))[-1]
+        messages: Any = [{"role": "user", "content": "hi"}]
+        return list(sdk.chat.completions.create(model="m", messages=messages, stream=True))
+
+
+@pytest.mark.parametrize(("path", "field"), DOORS)
+def test_an_error_chunk_with_choices_first_gets_its_status_on_every_door(
+    upstream: FakeUpstream, path: str, field: str
+) -> None:
+    upstream.script(Stream([b": OPENROUTER PROCESSING\n\n", OPENROUTER_ERROR], done=False))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = door_request(proxy.url, path, field, True)
+    assert r.status_code == 429, r.text
+    assert door_error(path, r)["message"] == "Rate limited by the provider"
+
+
+@pytest.mark.parametrize(("path", "field"), DOORS)
+def test_a_stream_that_ends_in_an_error_chunk_fails_on_every_door(
+    upstream: FakeUpstream, path: str, field: str
+) -> None:
+    """Not a finished answer: the door's own failure, and the turn is stored
+    incomplete."""
+    upstream.script(Stream([chunk({"content": "Hel"}), OPENROUTER_ERROR]))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = door_request(proxy.url, path, field, True)
+        conversation = r.headers["x-conversation-id"]
+        upstream.script(Stream([chunk({"content": "Hel"}), OPENROUTER_ERROR]))
+        if path == "responses":
+            last = sdk_stream(proxy.base, path)
+            assert last.type == "response.failed"
+            assert last.response.error.message.startswith("Rate limited by the provider")
+        else:
+            error = openai.APIError if path == "chat/completions" else anthropic.APIStatusError
+            with pytest.raises(error, match="Rate limited by the provider"):
+                sdk_stream(proxy.base, path)
+        stored = httpx.get(f"{proxy.url}/conversations/{conversation}", headers=KEY).json()
+    assert r.status_code == 200
+    assert "Rate limited by the provider" in r.text
+    (turn,) = stored["turns"]
+    assert (turn["content"], turn["complete"]) == ("Hel", False)
+
+
+@pytest.mark.parametrize(("path", "field"), DOORS)
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_whole_answer_whose_choice_failed_gets_its_status_on_every_door(
+    upstream: FakeUpstream, path: str, field: str, stream: bool
+) -> None:
+    failed = {
+        "id": "gen-2",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": ""},
+                "finish_reason": "error",
+                "error": {"code": 502, "message": "This model is experiencing high demand."},
+            }
+        ],
+    }
+    upstream.script(Json(failed))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = door_request(proxy.url, path, field, stream)
+    assert r.status_code == 502, r.text
+    assert door_error(path, r)["message"] == "This model is experiencing high demand."

@@ -3,9 +3,20 @@ event is an error object (so the endpoint can answer with a real status)."""
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
-from proxy.reasoning.normalizer import StreamFailure, StreamNormalizer, error_body
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proxy.reasoning.normalizer import (
+    FINISHED_WITH_ERROR,
+    StreamFailure,
+    StreamNormalizer,
+    answer_error,
+    error_body,
+)
+from tests.casefiles import cut_at
 
 CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
 
@@ -106,3 +117,58 @@ def test_done_after_any_chunk_is_the_end(before: bytes) -> None:
     normalizer = feed_all(before, b"data: [DONE]\n\n")
     assert normalizer.state == "done"
     assert normalizer.failure is None
+
+
+# OpenRouter's error once a stream has begun: a chunk with an `error` at the
+# top and its choice ended with finish_reason "error"
+OPENROUTER_ERROR = (
+    b'data: {"id": "gen-1", "object": "chat.completion.chunk", "model": "m", '
+    b'"error": {"code": 429, "message": "Rate limited upstream"}, '
+    b'"choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]}\n\n'
+)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(OPENROUTER_ERROR)), max_size=20))
+def test_an_openrouter_error_first_is_the_first_error_split_anywhere(sizes: list[int]) -> None:
+    normalizer = feed_all(b": OPENROUTER PROCESSING\n\n", *cut_at(OPENROUTER_ERROR, sizes))
+    assert normalizer.first_error == {"code": 429, "message": "Rate limited upstream"}
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OPENROUTER_ERROR,
+        b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]}\n\n',
+    ],
+)
+def test_an_answer_ended_by_an_error_later_leaves_the_turn_incomplete(error: bytes) -> None:
+    body = CHUNK + error
+    for reads in ([body], [body[n : n + 1] for n in range(len(body))]):  # whole, byte by byte
+        normalizer = feed_all(*reads)
+        normalizer.finish()
+        assert normalizer.first_error is None
+        turn = normalizer.turn()
+        assert (turn.content, turn.complete, turn.error) == ("hi", False, "upstream_error_event")
+
+
+@pytest.mark.parametrize(
+    ("obj", "error"),
+    [
+        ({"error": {"message": "m"}}, {"message": "m"}),
+        ({"error": {"message": "m"}, "choices": []}, {"message": "m"}),
+        ({"choices": [{"index": 0, "delta": {"content": "a"}}]}, None),
+        ({"error": {"message": "m"}, "choices": [{"index": 0, "delta": {}}]}, None),
+        ({"error": "m", "choices": {"not": "a list"}}, None),
+        (
+            {"error": {"message": "top"}, "choices": ["junk", {"finish_reason": "error"}]},
+            {"message": "top"},
+        ),
+        (
+            {"choices": [{"finish_reason": "error", "error": {"code": 502, "message": "busy"}}]},
+            {"code": 502, "message": "busy"},
+        ),
+        ({"choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]}, FINISHED_WITH_ERROR),
+    ],
+)
+def test_the_error_an_answer_carries(obj: dict[str, Any], error: object) -> None:
+    assert answer_error(obj) == error

@@ -212,3 +212,16 @@ def test_a_completion_round_trips_through_its_stream(
         assert got["finish_reason"] == sent["finish_reason"]
         for key in ("content", "reasoning_content"):
             assert (got["message"].get(key) or "") == sent["message"].get(key, "")
+
+
+def test_a_stream_whose_choice_ends_with_an_error_is_the_error() -> None:
+    """OpenRouter's failure after the first chunk: the error at the top, the
+    choice ended with finish_reason "error"; half an answer is not one."""
+    body = sse(
+        b'{"choices": [{"index": 0, "delta": {"content": "Hel"}}]}',
+        b'{"error": {"code": "server_error", "message": "Provider disconnected"},'
+        b' "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}]}',
+    )
+    assert stream_as_completion(body + b"data: [DONE]\n\n", LIMIT) == {
+        "error": {"code": "server_error", "message": "Provider disconnected"}
+    }

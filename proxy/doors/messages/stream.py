@@ -28,7 +28,7 @@ import orjson
 
 from proxy.doors.messages.shapes import error_body, error_from_openai, matched_stop, stop_reason
 from proxy.reasoning.native import DetailsMerger
-from proxy.reasoning.normalizer import chunk_usage
+from proxy.reasoning.normalizer import answer_error, chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong
 
 Json = dict[str, Any]
@@ -146,6 +146,7 @@ class MessagesEncoder:
         self._stop_sequence: str | None = None
         self._usage: Any = None
         self._chars = 0  # output characters, for an estimate when no usage comes
+        self._refused = False  # the answer is a refusal (chat's `refusal` field)
 
     # -- Encoder --------------------------------------------------------------------
 
@@ -215,10 +216,12 @@ class MessagesEncoder:
         if thinking.text or thinking.artefacts():
             content.append(self._thinking_block(thinking))
             chars += len(reasoning) if isinstance(reasoning, str) else 0
-        text = message.get("content")
-        if isinstance(text, str) and text:
-            content.append({"type": "text", "text": text})
-            chars += len(text)
+        refusal = message.get("refusal")
+        refused = isinstance(refusal, str) and bool(refusal)
+        for text in (message.get("content"), refusal):  # a refusal is the answer's text
+            if isinstance(text, str) and text:
+                content.append({"type": "text", "text": text})
+                chars += len(text)
         calls = message.get("tool_calls")
         for call in calls if isinstance(calls, list) else ():
             if not isinstance(call, dict):
@@ -242,6 +245,7 @@ class MessagesEncoder:
             )
         tool_use = any(b["type"] == "tool_use" for b in content)
         stop = matched_stop(choice, self.stop_sequences)
+        reason = "stop_sequence" if stop else stop_reason(choice.get("finish_reason"), tool_use)
         model = completion.get("model")
         return {
             "id": self.id,
@@ -249,9 +253,7 @@ class MessagesEncoder:
             "role": "assistant",
             "model": model if isinstance(model, str) else self.model,
             "content": content,
-            "stop_reason": "stop_sequence"
-            if stop
-            else stop_reason(choice.get("finish_reason"), tool_use),
+            "stop_reason": "refusal" if refused and reason == "end_turn" else reason,
             "stop_sequence": stop,
             "usage": usage_of(completion.get("usage"), self.input_tokens, -(-chars // 4)),
         }
@@ -300,18 +302,23 @@ class MessagesEncoder:
             return self._error(b'"The upstream sent an event that is not JSON."', out)
         if not isinstance(chunk, dict):
             return True
-        if chunk.get("error") is not None and not chunk.get("choices"):
-            return self._error(orjson.dumps(chunk["error"]), out)
+        error = answer_error(chunk) if b"error" in data else None
+        if error is not None:
+            self._choices(chunk, out)  # what came with the error, then the failure
+            return self._error(orjson.dumps(error), out)
         usage = chunk_usage(chunk)
         if usage is not None:
             self._usage = usage
+        self._choices(chunk, out)
+        return True
+
+    def _choices(self, chunk: Json, out: list[bytes]) -> None:
         choices = chunk.get("choices")
         if not isinstance(choices, list):
-            return True
+            return
         for choice in choices:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 self._choice(choice, out)
-        return True
 
     def _choice(self, choice: Json, out: list[bytes]) -> None:
         delta = choice.get("delta")
@@ -319,13 +326,15 @@ class MessagesEncoder:
             reasoning = delta.get("reasoning_content")
             if (isinstance(reasoning, str) and reasoning) or _has_artefacts(delta):
                 self._reasoning(reasoning if isinstance(reasoning, str) else "", delta, out)
-            content = delta.get("content")
-            if isinstance(content, str) and content:
-                if self._open != _TEXT:
-                    self._close(out)
-                    self._open_block(_TEXT, {"type": "text", "text": ""}, out)
-                self._chars += len(content)
-                out.append(_delta(self._blocks - 1, b"text_delta", b"text", content))
+            for key in ("content", "refusal"):  # a refusal is the answer's text
+                content = delta.get(key)
+                if isinstance(content, str) and content:
+                    if self._open != _TEXT:
+                        self._close(out)
+                        self._open_block(_TEXT, {"type": "text", "text": ""}, out)
+                    self._chars += len(content)
+                    self._refused = self._refused or key == "refusal"
+                    out.append(_delta(self._blocks - 1, b"text_delta", b"text", content))
             calls = delta.get("tool_calls")
             if isinstance(calls, list):
                 for call in calls:
@@ -396,6 +405,8 @@ class MessagesEncoder:
         self.state = DONE
         tool_use = bool(self._tools)
         reason = "stop_sequence" if self._stop_sequence else stop_reason(self._finish, tool_use)
+        if self._refused and reason == "end_turn":
+            reason = "refusal"
         usage = usage_of(self._usage, self.input_tokens, -(-self._chars // 4))
         delta = {"stop_reason": reason, "stop_sequence": self._stop_sequence}
         end = {"type": "message_delta", "delta": delta, "usage": usage}

@@ -44,13 +44,14 @@ from proxy.doors.responses.objects import (
     new_id,
     output_text,
     reasoning_item,
+    refusal_part,
     response_object,
     usage_of,
 )
 from proxy.doors.responses.tools import ClientTool, ToolNames
 from proxy.reasoning.blocks import Json, Turn, blocks_for_context, join_reasoning
 from proxy.reasoning.native import DetailsMerger
-from proxy.reasoning.normalizer import chunk_usage
+from proxy.reasoning.normalizer import answer_error, chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment
 from proxy.sealing import Sealed
 
@@ -76,14 +77,21 @@ class _Reasoning:
 
 
 class _Message:
-    __slots__ = ("head", "id", "index", "texts")
+    __slots__ = ("head", "id", "index", "refusal", "texts")
 
-    def __init__(self, item_id: str, index: int) -> None:
+    def __init__(self, item_id: str, index: int, refusal: bool) -> None:
         self.id = item_id
         self.index = index
+        self.refusal = refusal  # its one part is a refusal, not output_text
         at = {"item_id": item_id, "output_index": index, "content_index": 0}
-        self.head = _head("response.output_text.delta", at, b',"logprobs":[]')
+        if refusal:
+            self.head = _head("response.refusal.delta", at)
+        else:
+            self.head = _head("response.output_text.delta", at, b',"logprobs":[]')
         self.texts: list[str] = []
+
+    def part(self, text: str) -> Json:
+        return refusal_part(text) if self.refusal else output_text(text)
 
 
 class _Call:
@@ -178,6 +186,9 @@ class ResponsesEncoder:
         content = message.get("content")
         if isinstance(content, str) and content:
             self._output.append(message_item(self._id("msg"), content, "completed"))
+        refusal = message.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            self._output.append(message_item(self._id("msg"), refusal, "completed", True))
         calls = message.get("tool_calls")
         for call in calls if isinstance(calls, list) else ():
             function = call.get("function") if isinstance(call, dict) else None
@@ -235,10 +246,12 @@ class ResponsesEncoder:
             return
         if type(chunk) is not dict:
             return
-        if "error" in chunk and chunk["error"] is not None and not chunk.get("choices"):
-            self._error(data, out)
+        error = answer_error(chunk) if b"error" in data else None
+        if error is None:
+            self._chunk(chunk, out)
             return
-        self._chunk(chunk, out)
+        self._chunk(chunk, out)  # what came with the error, then the failure
+        self._error(orjson.dumps({"error": error}), out)
 
     def _chunk(self, chunk: Json, out: list[bytes]) -> None:
         if self._model is None and isinstance(chunk.get("model"), str):
@@ -279,6 +292,9 @@ class ResponsesEncoder:
         content = delta.get("content")
         if content and type(content) is str:
             self._text(content, out)
+        refusal = delta.get("refusal")
+        if refusal and type(refusal) is str:
+            self._text(refusal, out, refusal=True)
         calls = delta.get("tool_calls")
         if calls and type(calls) is list:
             for n, call in enumerate(calls):
@@ -372,18 +388,21 @@ class ResponsesEncoder:
         self._added(out, index, reasoning_item(item["id"], "", None))
         self._done(out, index, item)
 
-    def _text(self, text: str, out: list[bytes]) -> None:
+    def _text(self, text: str, out: list[bytes], refusal: bool = False) -> None:
         item = self._message
+        if item is not None and item.refusal != refusal:
+            self._close_message(out)  # answer and refusal are parts of their own
+            item = None
         if item is None:
             self._close_reasoning(out)
             self._close_calls(out)
             if self.hidden:
                 self._hidden_reasoning(out)
             index = self._add()
-            item = self._message = _Message(self._id("msg", index), index)
+            item = self._message = _Message(self._id("msg", index), index, refusal)
             self._added(out, item.index, message_item(item.id, None, "in_progress"))
             at = {**self._at(item), "content_index": 0}
-            self._emit(out, "response.content_part.added", **at, part=output_text(""))
+            self._emit(out, "response.content_part.added", **at, part=item.part(""))
         item.texts.append(text)
         self._delta_event(out, item.head, text)
 
@@ -393,9 +412,12 @@ class ResponsesEncoder:
             return
         text = "".join(item.texts)
         at = {**self._at(item), "content_index": 0}
-        self._emit(out, "response.output_text.done", **at, text=text, logprobs=[])
-        self._emit(out, "response.content_part.done", **at, part=output_text(text))
-        self._done(out, item.index, message_item(item.id, text, "completed"))
+        if item.refusal:
+            self._emit(out, "response.refusal.done", **at, refusal=text)
+        else:
+            self._emit(out, "response.output_text.done", **at, text=text, logprobs=[])
+        self._emit(out, "response.content_part.done", **at, part=item.part(text))
+        self._done(out, item.index, message_item(item.id, text, "completed", item.refusal))
 
     def _tool_call(self, delta: Json, position: int, out: list[bytes]) -> None:
         key = delta.get("index", position)

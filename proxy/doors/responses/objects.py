@@ -102,9 +102,15 @@ def output_text(text: str) -> Json:
     return {"type": "output_text", "text": text, "annotations": []}
 
 
-def message_item(item_id: str, text: str | None, status: str) -> Json:
-    """An assistant message (`text` None: just opened, no content part yet)."""
-    content = [] if text is None else [output_text(text)]
+def refusal_part(text: str) -> Json:
+    return {"type": "refusal", "refusal": text}
+
+
+def message_item(item_id: str, text: str | None, status: str, refusal: bool = False) -> Json:
+    """An assistant message (`text` None: just opened, no content part yet);
+    `refusal`: its text is the model's refusal (chat's `refusal` field)."""
+    part = refusal_part if refusal else output_text
+    content = [] if text is None else [part(text)]
     return {
         "id": item_id,
         "type": "message",
