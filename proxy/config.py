@@ -133,6 +133,12 @@ class RouteModel(_Model):
             raise ValueError("must be an http:// or https:// URL with a host")
         if parts.query or parts.fragment:
             raise ValueError("must not have a query or fragment")
+        try:
+            port = parts.port  # not a number, or past 65535: ValueError
+        except ValueError:
+            port = 0
+        if port == 0:
+            raise ValueError("must have a port from 1 to 65535")
         return value.rstrip("/")
 
     @field_validator("dialect")
@@ -321,6 +327,9 @@ def _format_errors(exc: ValidationError, source: str) -> str:
         message = err["msg"]
         if err["type"] == "extra_forbidden":
             message = "unknown key"
+        elif err["type"] == "value_error":
+            # pydantic's "Value error, " before the validator's own words
+            message = str(err.get("ctx", {}).get("error", message))
         lines.append(f"  {where or '(top level)'}: {message}")
     return "\n".join(lines)
 

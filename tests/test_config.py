@@ -28,9 +28,22 @@ def config(**top: Any) -> dict[str, Any]:
         ({**config(), "extra": 1}, "extra: unknown key"),
         ({"routes": []}, "routes"),
         ({"routes": [{"name": "r", "upstream": "ftp://x"}]}, "http:// or https://"),
+        # a port urlsplit cannot read passed, then every request was a 500
+        (
+            {"routes": [{"name": "r", "upstream": "http://127.0.0.1:99999/v1"}]},
+            "routes[0].upstream: must have a port from 1 to 65535",
+        ),
+        (
+            {"routes": [{"name": "r", "upstream": "https://api.example:https/v1"}]},
+            "routes[0].upstream: must have a port from 1 to 65535",
+        ),
+        (
+            {"routes": [{"name": "r", "upstream": "http://127.0.0.1:0/v1"}]},
+            "routes[0].upstream: must have a port from 1 to 65535",
+        ),
         (
             {"routes": [{"name": "r", "upstream": UP, "dialect": "bard"}]},
-            "routes[0].dialect: Value error, must be one of: auto, openai, deepseek, kimi,",
+            "routes[0].dialect: must be one of: auto, openai, deepseek, kimi,",
         ),
         (
             {"routes": [{"name": "r", "upstream": UP, "dialect": "atuo"}]},
