@@ -444,6 +444,50 @@ def route_dialect(name: str, upstream: str) -> tuple[Dialect, DialectSource]:
     return DIALECTS[DEFAULT_DIALECT], "model"
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML
+    itself keeps the last, so a second `server:` or `upstream:` would
+    silently replace the first). A key from a `<<:` merge may be given
+    again: that is what merging is for."""
+
+
+def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            repeated = key in seen
+            seen.add(key)
+        except TypeError:  # an unhashable key: the constructor below says so
+            continue
+        if repeated:
+            raise yaml.MarkedYAMLError(
+                problem=f"the key {key!r} is given twice (YAML would keep only the last)",
+                problem_mark=key_node.start_mark,
+            )
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates
+)
+
+
+def _yaml_error(exc: yaml.YAMLError) -> str:
+    """PyYAML's error on one line: where, then what."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        said = where + exc.problem
+        if exc.context and exc.context_mark and exc.context_mark is not mark:
+            at = exc.context_mark
+            said += f" ({exc.context} at line {at.line + 1}, column {at.column + 1})"
+        return said
+    return " ".join(str(exc).split())
+
+
 def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
     path = Path(path)
     try:
@@ -451,9 +495,9 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config file ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{path}: not valid YAML: {_yaml_error(exc)}") from None
     return build_config(data, env=env, source=str(path))
 
 

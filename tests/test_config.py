@@ -182,6 +182,49 @@ def test_check_config_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert load_config(good).routes[0].name == "r"
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # YAML keeps the last of two equal keys: the first block was lost unsaid
+        (
+            "routes:\n  - {name: a, upstream: http://x/v1}\n"
+            "routes:\n  - {name: b, upstream: http://y/v1}\n",
+            "line 3, column 1: the key 'routes' is given twice (YAML would keep only the last)",
+        ),
+        (
+            "routes:\n  - name: a\n    upstream: http://x/v1\n    upstream: http://y/v1\n",
+            "line 4, column 5: the key 'upstream' is given twice (YAML would keep only the last)",
+        ),
+        (
+            "routes:\n  - {name: a, upstream: http://x/v1\n",
+            "line 3, column 1: expected ',' or '}', but got '<stream end>' "
+            "(while parsing a flow mapping at line 2, column 5)",
+        ),
+    ],
+)
+def test_yaml_mistakes_are_one_line_naming_the_line(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: not valid YAML: {message}"
+
+
+def test_a_merged_key_may_be_given_again(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "routes:\n  - &base {name: a, upstream: http://x/v1, models: [a]}\n"
+        "  - <<: *base\n    name: b\n    models: [b]\n"
+    )
+    routes = load_config(path).routes
+    assert [(r.name, r.upstream, r.models) for r in routes] == [
+        ("a", "http://x/v1", ("a",)),
+        ("b", "http://x/v1", ("b",)),
+    ]
+
+
 def test_python_dash_m_proxy_runs_the_cli() -> None:
     result = subprocess.run(
         [sys.executable, "-m", "proxy", "serve"],
