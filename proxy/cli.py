@@ -36,9 +36,25 @@ from proxy.stores import check_store, store_kind
 log = logging.getLogger("proxy")
 
 
+def _bounded(low: int, high: int) -> Any:
+    """An argparse type: an integer from `low` to `high` (the config file's
+    bounds for the same setting), else argparse's one-line usage error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, not {value}")
+        return value
+
+    return parse
+
+
 def _serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port to listen on (default 8787)")
+    parser.add_argument("--port", type=_bounded(0, 65535), help="port to listen on (default 8787)")
     parser.add_argument("--store", help="memory://, sqlite:///path.db or redis://host:port/db")
     parser.add_argument(
         "--log-level", choices=["debug", "info", "warning", "error"], help="default info"
@@ -77,7 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Qwen3 thinking models without a reasoning parser): replies start inside the "
         f"reasoning, ended by </think> (or ${ENV_IMPLICIT_OPEN_TAG}=1)",
     )
-    serve.add_argument("--workers", type=int, help="worker processes (needs sqlite or redis)")
+    serve.add_argument(
+        "--workers",
+        type=_bounded(1, 64),
+        help="worker processes, 1 to 64 (above 1 needs sqlite or redis)",
+    )
     _serve_options(serve)
 
     demo = commands.add_parser("demo", help="run with a built-in simulated upstream (no keys)")

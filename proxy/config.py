@@ -531,7 +531,15 @@ def with_overrides(config: Config, **server: Any) -> Config:
 
     store_url = server.pop("store_url", None)
     changes = {k: v for k, v in server.items() if v is not None}
-    new = replace(config, server=config.server.model_copy(update=changes))
+    try:
+        # validated as the file's values are (model_copy alone checks nothing)
+        checked = ServerModel.model_validate({**config.server.model_dump(), **changes})
+    except ValidationError as exc:
+        flags = "; ".join(
+            f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(flags) from None
+    new = replace(config, server=checked)
     if store_url:
         new = replace(new, store=config.store.model_copy(update={"url": store_url}))
     return new

@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from proxy.cli import build_parser, check_workers, main, resolve_serve_config
-from proxy.config import Secret, build_config, describe, expand_env, load_config
+from proxy.config import (
+    Secret,
+    build_config,
+    describe,
+    expand_env,
+    load_config,
+    with_overrides,
+)
 from proxy.errors import ConfigError, InvalidSetting
 from proxy.settings import ReasoningSettings, config_overrides, header_overrides, resolve
 
@@ -341,3 +348,38 @@ def test_serve_dialect_names_the_upstream_routes_dialect() -> None:
     assert implicit(["serve", "--upstream", UP], {"REASONING_PROXY_IMPLICIT_OPEN_TAG": "1"})
     with pytest.raises(ConfigError, match="--implicit-open-tag goes with --upstream"):
         implicit(["serve", "--config", "x.yaml", "--implicit-open-tag"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # uvicorn took 99999 and listened elsewhere; demo showed a traceback
+        (["serve", "--upstream", UP, "--port", "99999"], "--port: must be from 0 to 65535"),
+        (["demo", "--port", "-1"], "--port: must be from 0 to 65535"),
+        (["serve", "--upstream", UP, "--port", "80a"], "--port: not a whole number"),
+        # 0 workers ran one, 100 ran past the config file's limit of 64
+        (["serve", "--upstream", UP, "--workers", "0"], "--workers: must be from 1 to 64"),
+        (["serve", "--upstream", UP, "--workers", "65"], "--workers: must be from 1 to 64"),
+    ],
+)
+def test_out_of_range_options_stop_with_a_usage_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(argv)  # main() would go on to serve
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_options_are_checked_as_the_files_values_are() -> None:
+    cfg = build_config(
+        {**config(), "server": {"admin_token": "adm", "secret": "sec", "port": 9000}}, env={}
+    )
+    changed = with_overrides(cfg, port=9001, workers=2, log_level=None, store_url="memory://")
+    assert (changed.server.port, changed.server.workers) == (9001, 2)
+    assert changed.server.admin_token is not None
+    assert changed.server.admin_token.get_secret_value() == "adm"
+    with pytest.raises(ConfigError, match=r"^--port: Input should be less than or equal to 65535"):
+        with_overrides(cfg, port=70000)
+    with pytest.raises(ConfigError, match=r"^--log-level: Input should be"):
+        with_overrides(cfg, log_level="loud")
