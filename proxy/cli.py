@@ -242,7 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "check-config":
-            config = load_config(args.file)
+            # what `serve --config FILE` would run: the environment's store
+            # URL overrides the file's there, so it does here
+            config = with_overrides(load_config(args.file), store_url=os.environ.get(ENV_STORE))
             check_workers(config)
             check_store(config.store.url)
             print(json.dumps(describe(config), indent=2))

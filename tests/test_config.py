@@ -383,3 +383,19 @@ def test_options_are_checked_as_the_files_values_are() -> None:
         with_overrides(cfg, port=70000)
     with pytest.raises(ConfigError, match=r"^--log-level: Input should be"):
         with_overrides(cfg, log_level="loud")
+
+
+def test_check_config_resolves_the_store_as_serve_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("server: {workers: 2}\nroutes:\n  - {name: r, upstream: http://x/v1}\n")
+    assert main(["check-config", str(path)]) == 2  # memory store, two workers
+    assert "needs a shared store" in capsys.readouterr().err
+    db = tmp_path / "rp.db"
+    monkeypatch.setenv("REASONING_PROXY_STORE", f"sqlite:///{db}")
+    assert main(["check-config", str(path)]) == 0
+    assert f'"url": "sqlite:///{db}"' in capsys.readouterr().out
+    monkeypatch.setenv("REASONING_PROXY_STORE", "postgres://db/0")
+    assert main(["check-config", str(path)]) == 2
+    assert "unknown store URL scheme 'postgres'" in capsys.readouterr().err
