@@ -104,3 +104,9 @@ def test_the_development_tree_names_every_module() -> None:
     names |= {p.name + "/" for p in package.iterdir() if (p / "__init__.py").exists()}
     missing = sorted(n for n in names if not re.search(rf"(?<![\w/]){re.escape(n)}", tree))
     assert missing == []
+
+
+def test_the_routes_table_lists_every_dialect_name() -> None:
+    row = next(r for r in table_after("### `routes[]`") if plain(r[0]) == "dialect")
+    listed = re.findall(r"`([a-z]+)`", row[2].split("one of", 1)[1])
+    assert ["auto", *listed] == list(config_module.DIALECT_NAMES)
