@@ -297,15 +297,18 @@ class Config:
 
 
 def expand_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:
-    """Expand ${VAR} and ${VAR:-default} in every string of a YAML tree."""
+    """Expand ${VAR} and ${VAR:-default} in every string of a YAML tree
+    (the default when VAR is unset or empty)."""
     if isinstance(value, str):
 
         def sub(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
+            if default is not None:
+                # as in a shell and in Compose: the default stands in for an
+                # unset variable and for an empty one
+                return env.get(name) or default
             if name in env:
                 return env[name]
-            if default is not None:
-                return default
             raise ConfigError(f"{where or 'config'}: environment variable {name} is not set")
 
         return _VAR.sub(sub, value)

@@ -111,6 +111,24 @@ def test_env_expansion_and_secrets_stay_hidden() -> None:
         expand_env({"a": ["${MISSING}"]}, {})
 
 
+@pytest.mark.parametrize(
+    ("env", "expanded"),
+    [
+        ({}, "8787"),
+        # empty takes the default too, as `${PORT:-8787}` does in a shell and in
+        # Compose (which may hand a container an empty variable for an unset one)
+        ({"PORT": ""}, "8787"),
+        ({"PORT": "9000"}, "9000"),
+    ],
+)
+def test_a_default_stands_in_for_an_unset_or_empty_variable(
+    env: dict[str, str], expanded: str
+) -> None:
+    assert expand_env({"port": "${PORT:-8787}"}, env) == {"port": expanded}
+    assert expand_env({"key": "${KEY:-}"}, env) == {"key": ""}
+    assert expand_env({"p": "${PORT}"}, {"PORT": ""}) == {"p": ""}  # no default: as it is
+
+
 def test_routing_rules() -> None:
     cfg = build_config(
         {
