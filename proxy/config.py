@@ -321,19 +321,35 @@ def expand_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:
     return value
 
 
+# pydantic names a union's alternatives in an error's location, and a
+# model's class in its message: the file's own words instead
+_ALTERNATIVES = frozenset(("str", "TagPairModel", "TagPresetModel"))
+_UNION_SAYS = {"tags": "must be a tag name, an {open, close} pair or a {preset} mapping"}
+
+
 def _format_errors(exc: ValidationError, source: str) -> str:
     lines = [f"{source}: invalid configuration"]
     for err in exc.errors():
         where = ""
-        for part in err["loc"]:
-            where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+        key = ""  # the last key named before an index
         message = err["msg"]
         if err["type"] == "extra_forbidden":
             message = "unknown key"
         elif err["type"] == "value_error":
             # pydantic's "Value error, " before the validator's own words
             message = str(err.get("ctx", {}).get("error", message))
-        lines.append(f"  {where or '(top level)'}: {message}")
+        elif err["type"] == "model_type":
+            message = "must be a mapping (key: value)"
+        for part in err["loc"]:
+            if isinstance(part, str) and part in _ALTERNATIVES:
+                message = _UNION_SAYS.get(key, "not one of the forms allowed here")
+                break
+            if isinstance(part, str):
+                key = part
+            where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+        line = f"  {where or '(top level)'}: {message}"
+        if line not in lines:  # one line for all of a union's alternatives
+            lines.append(line)
     return "\n".join(lines)
 
 

@@ -85,12 +85,21 @@ def config(**top: Any) -> dict[str, Any]:
         ({"routes": [{"name": "r", "upstream": UP, "headers": {"X": "a\nb"}}]}, "CR, LF"),
         ({**config(), "limits": {"max_body_bytes": 1}}, "limits.max_body_bytes"),
         ([1, 2], "must hold a mapping"),
+        # the file's words, not pydantic's class names, and one line per mistake
+        ({"routes": ["http://x/v1"]}, "  routes[0]: must be a mapping (key: value)\n"),
+        ({**config(), "server": None}, "  server: must be a mapping (key: value)\n"),
+        (
+            {"routes": [{"name": "r", "upstream": UP, "tags": ["think", {"open": "<a>"}]}]},
+            "invalid configuration\n  routes[0].tags[1]: must be a tag name, an {open, close} "
+            "pair or a {preset} mapping\n",
+        ),
     ],
 )
 def test_invalid_configs_say_where(data: Any, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         build_config(data, env={})
-    assert message in str(info.value)
+    assert message in str(info.value) + "\n"
+    assert "Model" not in str(info.value)
 
 
 def test_env_expansion_and_secrets_stay_hidden() -> None:
