@@ -177,6 +177,17 @@ def with_secret(config: Config) -> tuple[Config, bool]:
     return replace(config, secret=Secret(secrets.token_urlsafe(32))), True
 
 
+def banner(config: Config) -> str:
+    """The line `serve` prints as it starts."""
+    server = config.server
+    host = f"[{server.host}]" if ":" in server.host else server.host  # an IPv6 address
+    return (
+        f"reasoning-proxy listening on http://{host}:{server.port} "
+        f"({len(config.routes)} route(s), store {store_kind(config.store.url)}, "
+        f"{server.workers} worker(s))"
+    )
+
+
 def serve(config: Config, args: argparse.Namespace) -> None:
     from proxy import serving
     from proxy.app import ENV_OVERRIDES, ENV_WORKER_SECRET, create_app
@@ -191,11 +202,7 @@ def serve(config: Config, args: argparse.Namespace) -> None:
     server = config.server
     configure_logging(server.log_level, server.log_format, config.secret_values())
     kind = store_kind(config.store.url)
-    print(
-        f"reasoning-proxy listening on http://{server.host}:{server.port} "
-        f"({len(config.routes)} route(s), store {kind}, {server.workers} worker(s))",
-        flush=True,
-    )
+    print(banner(config), flush=True)
     if drawn and kind != "memory":
         # with the memory store nothing outlives the process, and there is
         # only one process: a random secret loses nothing there

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from proxy.cli import build_parser, check_workers, main, resolve_serve_config
+from proxy.cli import banner, build_parser, check_workers, main, resolve_serve_config
 from proxy.config import (
     Secret,
     build_config,
@@ -426,3 +426,18 @@ def test_check_config_resolves_the_store_as_serve_does(
     monkeypatch.setenv("REASONING_PROXY_STORE", "postgres://db/0")
     assert main(["check-config", str(path)]) == 2
     assert "unknown store URL scheme 'postgres'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:8787"),
+        ("::", "http://[::]:8787"),  # was http://:::8787
+        ("::1", "http://[::1]:8787"),
+    ],
+)
+def test_the_serve_banner_writes_a_url(host: str, url: str) -> None:
+    cfg = with_overrides(build_config(config(), env={}), host=host)
+    assert banner(cfg) == (
+        f"reasoning-proxy listening on {url} (1 route(s), store memory, 1 worker(s))"
+    )
