@@ -252,8 +252,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             # what `serve --config FILE` would run: the environment's store
             # URL overrides the file's there, so it does here
             config = with_overrides(load_config(args.file), store_url=os.environ.get(ENV_STORE))
+            from proxy.upstream import check_client
+
+            # every check `serve` makes before it starts
             check_workers(config)
             check_store(config.store.url)
+            check_client(config.server.upstream_client)
             print(json.dumps(describe(config), indent=2))
             print(f"{args.file}: OK", file=sys.stderr)
             return 0

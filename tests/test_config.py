@@ -441,3 +441,15 @@ def test_the_serve_banner_writes_a_url(host: str, url: str) -> None:
     assert banner(cfg) == (
         f"reasoning-proxy listening on {url} (1 route(s), store memory, 1 worker(s))"
     )
+
+
+def test_check_config_refuses_an_upstream_client_that_is_not_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "server: {upstream_client: aiohttp}\nroutes:\n  - {name: r, upstream: " + UP + "}\n"
+    )
+    monkeypatch.setitem(sys.modules, "aiohttp", None)  # `import aiohttp` fails
+    assert main(["check-config", str(path)]) == 2  # as serve stops
+    assert "the aiohttp package is not installed" in capsys.readouterr().err
