@@ -297,8 +297,9 @@ class Config:
 
 
 def expand_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:
-    """Expand ${VAR} and ${VAR:-default} in every string of a YAML tree
-    (the default when VAR is unset or empty)."""
+    """Expand ${VAR} and ${VAR:-default} in every string of a YAML tree:
+    the default when VAR is unset or empty; without one, an unset or empty
+    VAR is an error."""
     if isinstance(value, str):
 
         def sub(match: re.Match[str]) -> str:
@@ -307,9 +308,15 @@ def expand_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:
                 # as in a shell and in Compose: the default stands in for an
                 # unset variable and for an empty one
                 return env.get(name) or default
-            if name in env:
+            if env.get(name):
                 return env[name]
-            raise ConfigError(f"{where or 'config'}: environment variable {name} is not set")
+            # empty is refused too: an empty `api_key: ${KEY}` would forward the
+            # clients' own keys, an empty `secret:` draw a random one
+            said = "is empty" if name in env else "is not set"
+            raise ConfigError(
+                f"{where or 'config'}: environment variable {name} {said} "
+                f"(${{{name}:-default}} gives a default)"
+            )
 
         return _VAR.sub(sub, value)
     if isinstance(value, dict):

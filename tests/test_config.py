@@ -135,7 +135,22 @@ def test_a_default_stands_in_for_an_unset_or_empty_variable(
 ) -> None:
     assert expand_env({"port": "${PORT:-8787}"}, env) == {"port": expanded}
     assert expand_env({"key": "${KEY:-}"}, env) == {"key": ""}
-    assert expand_env({"p": "${PORT}"}, {"PORT": ""}) == {"p": ""}  # no default: as it is
+
+
+def test_a_variable_without_a_default_must_not_be_empty() -> None:
+    # an empty key made the route forward the clients' own keys upstream, and
+    # an empty secret drew a random one, though the file asked for the variable
+    data = {"routes": [{"name": "r", "upstream": UP, "api_key": "${KEY}"}]}
+    with pytest.raises(ConfigError) as info:
+        build_config(data, env={"KEY": ""}, source="c.yaml")
+    assert str(info.value) == (
+        "c.yaml: routes[0].api_key: environment variable KEY is empty (${KEY:-default} "
+        "gives a default)"
+    )
+    with pytest.raises(ConfigError, match="SECRET is empty"):
+        build_config({**config(), "server": {"secret": "${SECRET}"}}, env={"SECRET": ""})
+    empty_allowed = {"routes": [{"name": "r", "upstream": UP, "api_key": "${KEY:-}"}]}
+    assert build_config(empty_allowed, env={"KEY": ""}).routes[0].api_key is None
 
 
 def test_routing_rules() -> None:
