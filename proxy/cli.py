@@ -169,6 +169,23 @@ def check_workers(config: Config) -> None:
         )
 
 
+def check_store_of(config: Config | None, args: argparse.Namespace) -> None:
+    """check_store, its error naming where the URL came from: `--store`,
+    REASONING_PROXY_STORE or the config file's `store.url`."""
+    if getattr(args, "store", None):
+        url, origin = args.store, "--store"
+    elif os.environ.get(ENV_STORE):
+        url, origin = os.environ[ENV_STORE], ENV_STORE
+    elif config is not None:
+        url, origin = config.store.url, f"{config.source}: store.url"
+    else:
+        url, origin = "memory://", "store"
+    try:
+        check_store(url)
+    except ConfigError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
+
+
 def with_secret(config: Config) -> tuple[Config, bool]:
     """The config with a tenant secret: the configured one, else one drawn
     now (one per `serve`, shared by its workers). True when drawn."""
@@ -196,7 +213,7 @@ def serve(config: Config, args: argparse.Namespace) -> None:
     from proxy.upstream import check_client
 
     check_workers(config)
-    check_store(config.store.url)
+    check_store_of(config, args)
     check_client(config.server.upstream_client)
     config, drawn = with_secret(config)
     server = config.server
@@ -256,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             # every check `serve` makes before it starts
             check_workers(config)
-            check_store(config.store.url)
+            check_store_of(config, args)
             check_client(config.server.upstream_client)
             print(json.dumps(describe(config), indent=2))
             print(f"{args.file}: OK", file=sys.stderr)
@@ -275,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.simulator_only:
                 run_simulator(args)
                 return 0
-            check_store(args.store or os.environ.get(ENV_STORE) or "memory://")
+            check_store_of(None, args)
             run_demo(args)
             return 0
     except ConfigError as exc:

@@ -468,3 +468,17 @@ def test_check_config_refuses_an_upstream_client_that_is_not_installed(
     monkeypatch.setitem(sys.modules, "aiohttp", None)  # `import aiohttp` fails
     assert main(["check-config", str(path)]) == 2  # as serve stops
     assert "the aiohttp package is not installed" in capsys.readouterr().err
+
+
+def test_a_store_error_names_where_the_url_came_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("store: {url: 'postgres://db'}\nroutes:\n  - {name: r, upstream: " + UP + "}\n")
+    assert main(["check-config", str(path)]) == 2
+    assert capsys.readouterr().err.startswith(f"reasoning-proxy: {path}: store.url: unknown store")
+    monkeypatch.setenv("REASONING_PROXY_STORE", "mysql://db")
+    assert main(["check-config", str(path)]) == 2
+    assert capsys.readouterr().err.startswith("reasoning-proxy: REASONING_PROXY_STORE: unknown")
+    assert main(["serve", "--upstream", UP, "--store", "foo://x"]) == 2
+    assert capsys.readouterr().err.startswith("reasoning-proxy: --store: unknown store URL")
