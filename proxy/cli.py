@@ -36,9 +36,25 @@ from proxy.stores import check_store, store_kind
 log = logging.getLogger("proxy")
 
 
+def _bounded(low: int, high: int) -> Any:
+    """An argparse type: an integer from `low` to `high` (the config file's
+    bounds for the same setting), else argparse's one-line usage error."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, not {value}")
+        return value
+
+    return parse
+
+
 def _serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="port to listen on (default 8787)")
+    parser.add_argument("--port", type=_bounded(0, 65535), help="port to listen on (default 8787)")
     parser.add_argument("--store", help="memory://, sqlite:///path.db or redis://host:port/db")
     parser.add_argument(
         "--log-level", choices=["debug", "info", "warning", "error"], help="default info"
@@ -77,7 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
         "Qwen3 thinking models without a reasoning parser): replies start inside the "
         f"reasoning, ended by </think> (or ${ENV_IMPLICIT_OPEN_TAG}=1)",
     )
-    serve.add_argument("--workers", type=int, help="worker processes (needs sqlite or redis)")
+    serve.add_argument(
+        "--workers",
+        type=_bounded(1, 64),
+        help="worker processes, 1 to 64 (above 1 needs sqlite or redis)",
+    )
     _serve_options(serve)
 
     demo = commands.add_parser("demo", help="run with a built-in simulated upstream (no keys)")
@@ -149,12 +169,40 @@ def check_workers(config: Config) -> None:
         )
 
 
+def check_store_of(config: Config | None, args: argparse.Namespace) -> None:
+    """check_store, its error naming where the URL came from: `--store`,
+    REASONING_PROXY_STORE or the config file's `store.url`."""
+    if getattr(args, "store", None):
+        url, origin = args.store, "--store"
+    elif os.environ.get(ENV_STORE):
+        url, origin = os.environ[ENV_STORE], ENV_STORE
+    elif config is not None:
+        url, origin = config.store.url, f"{config.source}: store.url"
+    else:
+        url, origin = "memory://", "store"
+    try:
+        check_store(url)
+    except ConfigError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
+
+
 def with_secret(config: Config) -> tuple[Config, bool]:
     """The config with a tenant secret: the configured one, else one drawn
     now (one per `serve`, shared by its workers). True when drawn."""
     if config.secret is not None:
         return config, False
     return replace(config, secret=Secret(secrets.token_urlsafe(32))), True
+
+
+def banner(config: Config) -> str:
+    """The line `serve` prints as it starts."""
+    server = config.server
+    host = f"[{server.host}]" if ":" in server.host else server.host  # an IPv6 address
+    return (
+        f"reasoning-proxy listening on http://{host}:{server.port} "
+        f"({len(config.routes)} route(s), store {store_kind(config.store.url)}, "
+        f"{server.workers} worker(s))"
+    )
 
 
 def serve(config: Config, args: argparse.Namespace) -> None:
@@ -165,17 +213,13 @@ def serve(config: Config, args: argparse.Namespace) -> None:
     from proxy.upstream import check_client
 
     check_workers(config)
-    check_store(config.store.url)
+    check_store_of(config, args)
     check_client(config.server.upstream_client)
     config, drawn = with_secret(config)
     server = config.server
     configure_logging(server.log_level, server.log_format, config.secret_values())
     kind = store_kind(config.store.url)
-    print(
-        f"reasoning-proxy listening on http://{server.host}:{server.port} "
-        f"({len(config.routes)} route(s), store {kind}, {server.workers} worker(s))",
-        flush=True,
-    )
+    print(banner(config), flush=True)
     if drawn and kind != "memory":
         # with the memory store nothing outlives the process, and there is
         # only one process: a random secret loses nothing there
@@ -222,9 +266,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "check-config":
-            config = load_config(args.file)
+            # what `serve --config FILE` would run: the environment's store
+            # URL overrides the file's there, so it does here
+            config = with_overrides(load_config(args.file), store_url=os.environ.get(ENV_STORE))
+            from proxy.upstream import check_client
+
+            # every check `serve` makes before it starts
             check_workers(config)
-            check_store(config.store.url)
+            check_store_of(config, args)
+            check_client(config.server.upstream_client)
             print(json.dumps(describe(config), indent=2))
             print(f"{args.file}: OK", file=sys.stderr)
             return 0
@@ -242,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.simulator_only:
                 run_simulator(args)
                 return 0
-            check_store(args.store or os.environ.get(ENV_STORE) or "memory://")
+            check_store_of(None, args)
             run_demo(args)
             return 0
     except ConfigError as exc:

@@ -133,6 +133,12 @@ class RouteModel(_Model):
             raise ValueError("must be an http:// or https:// URL with a host")
         if parts.query or parts.fragment:
             raise ValueError("must not have a query or fragment")
+        try:
+            port = parts.port  # not a number, or past 65535: ValueError
+        except ValueError:
+            port = 0
+        if port == 0:
+            raise ValueError("must have a port from 1 to 65535")
         return value.rstrip("/")
 
     @field_validator("dialect")
@@ -291,16 +297,26 @@ class Config:
 
 
 def expand_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:
-    """Expand ${VAR} and ${VAR:-default} in every string of a YAML tree."""
+    """Expand ${VAR} and ${VAR:-default} in every string of a YAML tree:
+    the default when VAR is unset or empty; without one, an unset or empty
+    VAR is an error."""
     if isinstance(value, str):
 
         def sub(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
-            if name in env:
-                return env[name]
             if default is not None:
-                return default
-            raise ConfigError(f"{where or 'config'}: environment variable {name} is not set")
+                # as in a shell and in Compose: the default stands in for an
+                # unset variable and for an empty one
+                return env.get(name) or default
+            if env.get(name):
+                return env[name]
+            # empty is refused too: an empty `api_key: ${KEY}` would forward the
+            # clients' own keys, an empty `secret:` draw a random one
+            said = "is empty" if name in env else "is not set"
+            raise ConfigError(
+                f"{where or 'config'}: environment variable {name} {said} "
+                f"(${{{name}:-default}} gives a default)"
+            )
 
         return _VAR.sub(sub, value)
     if isinstance(value, dict):
@@ -312,16 +328,35 @@ def expand_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:
     return value
 
 
+# pydantic names a union's alternatives in an error's location, and a
+# model's class in its message: the file's own words instead
+_ALTERNATIVES = frozenset(("str", "TagPairModel", "TagPresetModel"))
+_UNION_SAYS = {"tags": "must be a tag name, an {open, close} pair or a {preset} mapping"}
+
+
 def _format_errors(exc: ValidationError, source: str) -> str:
     lines = [f"{source}: invalid configuration"]
     for err in exc.errors():
         where = ""
-        for part in err["loc"]:
-            where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+        key = ""  # the last key named before an index
         message = err["msg"]
         if err["type"] == "extra_forbidden":
             message = "unknown key"
-        lines.append(f"  {where or '(top level)'}: {message}")
+        elif err["type"] == "value_error":
+            # pydantic's "Value error, " before the validator's own words
+            message = str(err.get("ctx", {}).get("error", message))
+        elif err["type"] == "model_type":
+            message = "must be a mapping (key: value)"
+        for part in err["loc"]:
+            if isinstance(part, str) and part in _ALTERNATIVES:
+                message = _UNION_SAYS.get(key, "not one of the forms allowed here")
+                break
+            if isinstance(part, str):
+                key = part
+            where += f"[{part}]" if isinstance(part, int) else (f".{part}" if where else str(part))
+        line = f"  {where or '(top level)'}: {message}"
+        if line not in lines:  # one line for all of a union's alternatives
+            lines.append(line)
     return "\n".join(lines)
 
 
@@ -435,6 +470,50 @@ def route_dialect(name: str, upstream: str) -> tuple[Dialect, DialectSource]:
     return DIALECTS[DEFAULT_DIALECT], "model"
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML
+    itself keeps the last, so a second `server:` or `upstream:` would
+    silently replace the first). A key from a `<<:` merge may be given
+    again: that is what merging is for."""
+
+
+def _mapping_without_duplicates(loader: yaml.SafeLoader, node: yaml.MappingNode) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            repeated = key in seen
+            seen.add(key)
+        except TypeError:  # an unhashable key: the constructor below says so
+            continue
+        if repeated:
+            raise yaml.MarkedYAMLError(
+                problem=f"the key {key!r} is given twice (YAML would keep only the last)",
+                problem_mark=key_node.start_mark,
+            )
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates
+)
+
+
+def _yaml_error(exc: yaml.YAMLError) -> str:
+    """PyYAML's error on one line: where, then what."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        said = where + exc.problem
+        if exc.context and exc.context_mark and exc.context_mark is not mark:
+            at = exc.context_mark
+            said += f" ({exc.context} at line {at.line + 1}, column {at.column + 1})"
+        return said
+    return " ".join(str(exc).split())
+
+
 def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
     path = Path(path)
     try:
@@ -442,9 +521,9 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config file ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{path}: not valid YAML: {_yaml_error(exc)}") from None
     return build_config(data, env=env, source=str(path))
 
 
@@ -478,7 +557,15 @@ def with_overrides(config: Config, **server: Any) -> Config:
 
     store_url = server.pop("store_url", None)
     changes = {k: v for k, v in server.items() if v is not None}
-    new = replace(config, server=config.server.model_copy(update=changes))
+    try:
+        # validated as the file's values are (model_copy alone checks nothing)
+        checked = ServerModel.model_validate({**config.server.model_dump(), **changes})
+    except ValidationError as exc:
+        flags = "; ".join(
+            f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(flags) from None
+    new = replace(config, server=checked)
     if store_url:
         new = replace(new, store=config.store.model_copy(update={"url": store_url}))
     return new

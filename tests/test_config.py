@@ -9,8 +9,15 @@ from typing import Any
 
 import pytest
 
-from proxy.cli import build_parser, check_workers, main, resolve_serve_config
-from proxy.config import Secret, build_config, describe, expand_env, load_config
+from proxy.cli import banner, build_parser, check_workers, main, resolve_serve_config
+from proxy.config import (
+    Secret,
+    build_config,
+    describe,
+    expand_env,
+    load_config,
+    with_overrides,
+)
 from proxy.errors import ConfigError, InvalidSetting
 from proxy.settings import ReasoningSettings, config_overrides, header_overrides, resolve
 
@@ -28,9 +35,22 @@ def config(**top: Any) -> dict[str, Any]:
         ({**config(), "extra": 1}, "extra: unknown key"),
         ({"routes": []}, "routes"),
         ({"routes": [{"name": "r", "upstream": "ftp://x"}]}, "http:// or https://"),
+        # a port urlsplit cannot read passed, then every request was a 500
+        (
+            {"routes": [{"name": "r", "upstream": "http://127.0.0.1:99999/v1"}]},
+            "routes[0].upstream: must have a port from 1 to 65535",
+        ),
+        (
+            {"routes": [{"name": "r", "upstream": "https://api.example:https/v1"}]},
+            "routes[0].upstream: must have a port from 1 to 65535",
+        ),
+        (
+            {"routes": [{"name": "r", "upstream": "http://127.0.0.1:0/v1"}]},
+            "routes[0].upstream: must have a port from 1 to 65535",
+        ),
         (
             {"routes": [{"name": "r", "upstream": UP, "dialect": "bard"}]},
-            "routes[0].dialect: Value error, must be one of: auto, openai, deepseek, kimi,",
+            "routes[0].dialect: must be one of: auto, openai, deepseek, kimi,",
         ),
         (
             {"routes": [{"name": "r", "upstream": UP, "dialect": "atuo"}]},
@@ -65,12 +85,21 @@ def config(**top: Any) -> dict[str, Any]:
         ({"routes": [{"name": "r", "upstream": UP, "headers": {"X": "a\nb"}}]}, "CR, LF"),
         ({**config(), "limits": {"max_body_bytes": 1}}, "limits.max_body_bytes"),
         ([1, 2], "must hold a mapping"),
+        # the file's words, not pydantic's class names, and one line per mistake
+        ({"routes": ["http://x/v1"]}, "  routes[0]: must be a mapping (key: value)\n"),
+        ({**config(), "server": None}, "  server: must be a mapping (key: value)\n"),
+        (
+            {"routes": [{"name": "r", "upstream": UP, "tags": ["think", {"open": "<a>"}]}]},
+            "invalid configuration\n  routes[0].tags[1]: must be a tag name, an {open, close} "
+            "pair or a {preset} mapping\n",
+        ),
     ],
 )
 def test_invalid_configs_say_where(data: Any, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         build_config(data, env={})
-    assert message in str(info.value)
+    assert message in str(info.value) + "\n"
+    assert "Model" not in str(info.value)
 
 
 def test_env_expansion_and_secrets_stay_hidden() -> None:
@@ -89,6 +118,39 @@ def test_env_expansion_and_secrets_stay_hidden() -> None:
     assert "adm" not in str(describe(cfg)).replace("admin", "")
     with pytest.raises(ConfigError, match="MISSING is not set"):
         expand_env({"a": ["${MISSING}"]}, {})
+
+
+@pytest.mark.parametrize(
+    ("env", "expanded"),
+    [
+        ({}, "8787"),
+        # empty takes the default too, as `${PORT:-8787}` does in a shell and in
+        # Compose (which may hand a container an empty variable for an unset one)
+        ({"PORT": ""}, "8787"),
+        ({"PORT": "9000"}, "9000"),
+    ],
+)
+def test_a_default_stands_in_for_an_unset_or_empty_variable(
+    env: dict[str, str], expanded: str
+) -> None:
+    assert expand_env({"port": "${PORT:-8787}"}, env) == {"port": expanded}
+    assert expand_env({"key": "${KEY:-}"}, env) == {"key": ""}
+
+
+def test_a_variable_without_a_default_must_not_be_empty() -> None:
+    # an empty key made the route forward the clients' own keys upstream, and
+    # an empty secret drew a random one, though the file asked for the variable
+    data = {"routes": [{"name": "r", "upstream": UP, "api_key": "${KEY}"}]}
+    with pytest.raises(ConfigError) as info:
+        build_config(data, env={"KEY": ""}, source="c.yaml")
+    assert str(info.value) == (
+        "c.yaml: routes[0].api_key: environment variable KEY is empty (${KEY:-default} "
+        "gives a default)"
+    )
+    with pytest.raises(ConfigError, match="SECRET is empty"):
+        build_config({**config(), "server": {"secret": "${SECRET}"}}, env={"SECRET": ""})
+    empty_allowed = {"routes": [{"name": "r", "upstream": UP, "api_key": "${KEY:-}"}]}
+    assert build_config(empty_allowed, env={"KEY": ""}).routes[0].api_key is None
 
 
 def test_routing_rules() -> None:
@@ -167,6 +229,49 @@ def test_check_config_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     (tmp_path / "broken.yaml").write_text("routes: [\n")
     assert main(["check-config", str(tmp_path / "broken.yaml")]) == 2
     assert load_config(good).routes[0].name == "r"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # YAML keeps the last of two equal keys: the first block was lost unsaid
+        (
+            "routes:\n  - {name: a, upstream: http://x/v1}\n"
+            "routes:\n  - {name: b, upstream: http://y/v1}\n",
+            "line 3, column 1: the key 'routes' is given twice (YAML would keep only the last)",
+        ),
+        (
+            "routes:\n  - name: a\n    upstream: http://x/v1\n    upstream: http://y/v1\n",
+            "line 4, column 5: the key 'upstream' is given twice (YAML would keep only the last)",
+        ),
+        (
+            "routes:\n  - {name: a, upstream: http://x/v1\n",
+            "line 3, column 1: expected ',' or '}', but got '<stream end>' "
+            "(while parsing a flow mapping at line 2, column 5)",
+        ),
+    ],
+)
+def test_yaml_mistakes_are_one_line_naming_the_line(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: not valid YAML: {message}"
+
+
+def test_a_merged_key_may_be_given_again(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "routes:\n  - &base {name: a, upstream: http://x/v1, models: [a]}\n"
+        "  - <<: *base\n    name: b\n    models: [b]\n"
+    )
+    routes = load_config(path).routes
+    assert [(r.name, r.upstream, r.models) for r in routes] == [
+        ("a", "http://x/v1", ("a",)),
+        ("b", "http://x/v1", ("b",)),
+    ]
 
 
 def test_python_dash_m_proxy_runs_the_cli() -> None:
@@ -285,3 +390,95 @@ def test_serve_dialect_names_the_upstream_routes_dialect() -> None:
     assert implicit(["serve", "--upstream", UP], {"REASONING_PROXY_IMPLICIT_OPEN_TAG": "1"})
     with pytest.raises(ConfigError, match="--implicit-open-tag goes with --upstream"):
         implicit(["serve", "--config", "x.yaml", "--implicit-open-tag"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        # uvicorn took 99999 and listened elsewhere; demo showed a traceback
+        (["serve", "--upstream", UP, "--port", "99999"], "--port: must be from 0 to 65535"),
+        (["demo", "--port", "-1"], "--port: must be from 0 to 65535"),
+        (["serve", "--upstream", UP, "--port", "80a"], "--port: not a whole number"),
+        # 0 workers ran one, 100 ran past the config file's limit of 64
+        (["serve", "--upstream", UP, "--workers", "0"], "--workers: must be from 1 to 64"),
+        (["serve", "--upstream", UP, "--workers", "65"], "--workers: must be from 1 to 64"),
+    ],
+)
+def test_out_of_range_options_stop_with_a_usage_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(argv)  # main() would go on to serve
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_options_are_checked_as_the_files_values_are() -> None:
+    cfg = build_config(
+        {**config(), "server": {"admin_token": "adm", "secret": "sec", "port": 9000}}, env={}
+    )
+    changed = with_overrides(cfg, port=9001, workers=2, log_level=None, store_url="memory://")
+    assert (changed.server.port, changed.server.workers) == (9001, 2)
+    assert changed.server.admin_token is not None
+    assert changed.server.admin_token.get_secret_value() == "adm"
+    with pytest.raises(ConfigError, match=r"^--port: Input should be less than or equal to 65535"):
+        with_overrides(cfg, port=70000)
+    with pytest.raises(ConfigError, match=r"^--log-level: Input should be"):
+        with_overrides(cfg, log_level="loud")
+
+
+def test_check_config_resolves_the_store_as_serve_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("server: {workers: 2}\nroutes:\n  - {name: r, upstream: http://x/v1}\n")
+    assert main(["check-config", str(path)]) == 2  # memory store, two workers
+    assert "needs a shared store" in capsys.readouterr().err
+    db = tmp_path / "rp.db"
+    monkeypatch.setenv("REASONING_PROXY_STORE", f"sqlite:///{db}")
+    assert main(["check-config", str(path)]) == 0
+    assert f'"url": "sqlite:///{db}"' in capsys.readouterr().out
+    monkeypatch.setenv("REASONING_PROXY_STORE", "postgres://db/0")
+    assert main(["check-config", str(path)]) == 2
+    assert "unknown store URL scheme 'postgres'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:8787"),
+        ("::", "http://[::]:8787"),  # was http://:::8787
+        ("::1", "http://[::1]:8787"),
+    ],
+)
+def test_the_serve_banner_writes_a_url(host: str, url: str) -> None:
+    cfg = with_overrides(build_config(config(), env={}), host=host)
+    assert banner(cfg) == (
+        f"reasoning-proxy listening on {url} (1 route(s), store memory, 1 worker(s))"
+    )
+
+
+def test_check_config_refuses_an_upstream_client_that_is_not_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "server: {upstream_client: aiohttp}\nroutes:\n  - {name: r, upstream: " + UP + "}\n"
+    )
+    monkeypatch.setitem(sys.modules, "aiohttp", None)  # `import aiohttp` fails
+    assert main(["check-config", str(path)]) == 2  # as serve stops
+    assert "the aiohttp package is not installed" in capsys.readouterr().err
+
+
+def test_a_store_error_names_where_the_url_came_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("store: {url: 'postgres://db'}\nroutes:\n  - {name: r, upstream: " + UP + "}\n")
+    assert main(["check-config", str(path)]) == 2
+    assert capsys.readouterr().err.startswith(f"reasoning-proxy: {path}: store.url: unknown store")
+    monkeypatch.setenv("REASONING_PROXY_STORE", "mysql://db")
+    assert main(["check-config", str(path)]) == 2
+    assert capsys.readouterr().err.startswith("reasoning-proxy: REASONING_PROXY_STORE: unknown")
+    assert main(["serve", "--upstream", UP, "--store", "foo://x"]) == 2
+    assert capsys.readouterr().err.startswith("reasoning-proxy: --store: unknown store URL")

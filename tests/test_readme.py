@@ -94,3 +94,19 @@ def test_environment_table_lists_every_variable_the_code_reads() -> None:
     rows = {plain(r[0]) for r in table_after("### Environment")}
     variables = {v for k, v in vars(config_module).items() if k.startswith("ENV_")}
     assert variables <= rows
+
+
+def test_the_development_tree_names_every_module() -> None:
+    start = README.index("## Development")
+    tree = README[start : README.index("```", README.index("```", start) + 3)]
+    package = Path(config_module.__file__).parent
+    names = {p.stem for p in package.glob("*.py") if not p.stem.startswith("__")}
+    names |= {p.name + "/" for p in package.iterdir() if (p / "__init__.py").exists()}
+    missing = sorted(n for n in names if not re.search(rf"(?<![\w/]){re.escape(n)}", tree))
+    assert missing == []
+
+
+def test_the_routes_table_lists_every_dialect_name() -> None:
+    row = next(r for r in table_after("### `routes[]`") if plain(r[0]) == "dialect")
+    listed = re.findall(r"`([a-z]+)`", row[2].split("one of", 1)[1])
+    assert ["auto", *listed] == list(config_module.DIALECT_NAMES)
