@@ -33,7 +33,7 @@ from proxy.api.encoder import Encoder
 from proxy.api.failures import error_kind, read_failure_error, upstream_status
 from proxy.api.ownership import kept_upstream, record
 from proxy.api.relay import Progress, StreamRelay
-from proxy.api.trace import Trace
+from proxy.api.trace import Trace, TracedEndpoint
 from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError, upstream_error_body
 from proxy.exchange import Exchange, Planner
 from proxy.history.explain import turn_input
@@ -61,7 +61,7 @@ from proxy.upstream import (
 log = logging.getLogger("proxy.chat")
 
 
-class Door:
+class Door(TracedEndpoint):
     """A front door: `plan()` turns its request into an Exchange (and the
     Encoder of its wire), `send_error()` renders the proxy's errors in its
     shape; the rest is the one path."""
@@ -70,6 +70,7 @@ class Door:
 
     def __init__(self, runtime: Runtime, planner: Planner | None = None) -> None:
         self.rt = runtime
+        self.metrics = runtime.metrics
         self.planner = planner or Planner(runtime)
 
     async def plan(
@@ -79,13 +80,6 @@ class Door:
 
     async def send_error(self, send: Send, exc: ProxyError) -> None:
         await send_error(send, exc)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        trace = Trace(send, self.rt.metrics, self.endpoint, scope)
-        try:
-            await self._handle(scope, receive, trace)
-        finally:
-            trace.finish()
 
     async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
         limits = self.rt.config.limits

@@ -43,7 +43,7 @@ from proxy.api.encoder import Encoder
 from proxy.api.messages_native import native_headers
 from proxy.api.native import forward_native
 from proxy.api.relay import Progress
-from proxy.api.trace import Trace
+from proxy.api.trace import Trace, TracedEndpoint
 from proxy.doors.messages.native import (
     NativeReader,
     native_params,
@@ -254,20 +254,16 @@ def _bytes(data: bytes) -> Callable[[], Any]:
     return body
 
 
-class CountTokensEndpoint:
+class CountTokensEndpoint(TracedEndpoint):
     """POST /v1/messages/count_tokens: the translated request counted with
     the proxy's tokenizer, as `{"input_tokens": N}`. Nothing goes upstream."""
 
+    endpoint = "messages.count_tokens"
+
     def __init__(self, runtime: Runtime, planner: Planner) -> None:
         self.rt = runtime
+        self.metrics = runtime.metrics
         self.planner = planner
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        trace = Trace(send, self.rt.metrics, "messages.count_tokens", scope)
-        try:
-            await self._handle(scope, receive, trace)
-        finally:
-            trace.finish()
 
     async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
         rt = self.rt

@@ -27,7 +27,6 @@ from proxy.api.asgi import (
     DisconnectWatch,
     Receive,
     Scope,
-    Send,
     encode_headers,
     read_body,
     request_headers,
@@ -35,7 +34,7 @@ from proxy.api.asgi import (
 )
 from proxy.api.failures import error_kind, read_failure_error, upstream_status
 from proxy.api.messages import client_credential, send_anthropic_error
-from proxy.api.trace import Trace
+from proxy.api.trace import Trace, TracedEndpoint
 from proxy.config import Route
 from proxy.doors.messages.models import find, model_infos, page, page_params
 from proxy.doors.messages.shapes import error_body
@@ -62,17 +61,13 @@ def model_id_of(scope: Scope) -> str | None:
     return unquote_to_bytes(b"/".join(segments[2:])).decode("utf-8", "replace")
 
 
-class AnthropicModelsEndpoint:
+class AnthropicModelsEndpoint(TracedEndpoint):
+    endpoint = "models"
+
     def __init__(self, runtime: Runtime, planner: Planner) -> None:
         self.rt = runtime
+        self.metrics = runtime.metrics
         self.planner = planner
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        trace = Trace(send, self.rt.metrics, "models", scope)
-        try:
-            await self._handle(scope, receive, trace)
-        finally:
-            trace.finish()
 
     async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
         rt = self.rt

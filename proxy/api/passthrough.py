@@ -33,13 +33,12 @@ from proxy.api.asgi import (
     DisconnectWatch,
     Receive,
     Scope,
-    Send,
     encode_headers,
     read_body,
     request_headers,
     send_error,
 )
-from proxy.api.trace import Trace
+from proxy.api.trace import Trace, TracedEndpoint
 from proxy.config import Route
 from proxy.errors import BadRequest, ProxyError, ServerShuttingDown, require_type
 from proxy.exchange import Planner, upstream_headers
@@ -48,17 +47,13 @@ from proxy.runtime import Runtime
 from proxy.upstream import Upstream, UpstreamReadError, response_headers
 
 
-class PassthroughEndpoint:
+class PassthroughEndpoint(TracedEndpoint):
+    endpoint = "passthrough"
+
     def __init__(self, runtime: Runtime, planner: Planner | None = None) -> None:
         self.rt = runtime
+        self.metrics = runtime.metrics
         self.planner = planner or Planner(runtime)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        trace = Trace(send, self.rt.metrics, "passthrough", scope)
-        try:
-            await self._handle(scope, receive, trace)
-        finally:
-            trace.finish()
 
     async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
         config = self.rt.config

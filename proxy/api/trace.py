@@ -19,7 +19,7 @@ import logging
 import time
 from typing import Any
 
-from proxy.api.asgi import Message, Scope, Send
+from proxy.api.asgi import Message, Receive, Scope, Send
 from proxy.observability import Metrics, log_fields
 
 log = logging.getLogger("proxy.request")
@@ -139,3 +139,21 @@ class Trace:
             line["upstream_error"] = self.upstream_error
         line.update(self.fields)
         log_fields(log, logging.INFO, f"{self.method} {self.path} {status}", line)
+
+
+class TracedEndpoint:
+    """An ASGI endpoint whose every request is traced (its metrics and its
+    access line): `_handle` answers it, `endpoint` is its label."""
+
+    endpoint = "other"
+    metrics: Metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        trace = Trace(send, self.metrics, self.endpoint, scope)
+        try:
+            await self._handle(scope, receive, trace)
+        finally:
+            trace.finish()
+
+    async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
+        raise NotImplementedError
