@@ -25,6 +25,19 @@ class ClientGone(Exception):
     """The client disconnected before its request body was read."""
 
 
+def absorb_cut(cut: bool) -> bool:
+    """The request's task was cancelled: when a shutdown's grace period ended
+    (`cut`), the cancellation is taken back so the request can still be
+    answered or its work finished, and True; any other is for the caller to
+    raise again."""
+    if not cut:
+        return False
+    task = asyncio.current_task()
+    assert task is not None
+    task.uncancel()
+    return True
+
+
 class DisconnectWatch:
     """Cancels the task serving a request when its client leaves.
 

@@ -24,6 +24,7 @@ from proxy.api.asgi import (
     Receive,
     Scope,
     Send,
+    absorb_cut,
     encode_headers,
     request_headers,
     send_bytes,
@@ -109,7 +110,7 @@ class Door(TracedEndpoint):
         try:
             await self.forward(ex, trace, state)
         except asyncio.CancelledError:
-            if not (state.absorb() or self._absorb_cut()):
+            if not (state.absorb() or absorb_cut(self.rt.cut)):
                 raise
             # the client left, or a shutdown's grace period ended: the work
             # below (storing the cut turn) goes on
@@ -129,14 +130,6 @@ class Door(TracedEndpoint):
             )
             if self.rt.config.server.log_bodies:
                 log.info("response", extra={"body": truncate(_turn_summary(ex.turn))})
-
-    def _absorb_cut(self) -> bool:
-        if not self.rt.cut:
-            return False
-        task = asyncio.current_task()
-        assert task is not None
-        task.uncancel()
-        return True
 
     async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
         rt = self.rt

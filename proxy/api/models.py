@@ -27,6 +27,7 @@ from proxy.api.asgi import (
     DisconnectWatch,
     Receive,
     Scope,
+    absorb_cut,
     encode_headers,
     read_body,
     request_headers,
@@ -107,12 +108,9 @@ class AnthropicModelsEndpoint(TracedEndpoint):
             if watch.absorb():
                 trace.fields["client_gone"] = True
                 return
-            if not rt.cut:
+            if not absorb_cut(rt.cut):
                 raise
             # a shutdown's grace period ended before the list came
-            task = asyncio.current_task()
-            assert task is not None
-            task.uncancel()
             trace.fields["error"] = "server_shutting_down"
             await send_anthropic_error(trace.send, ServerShuttingDown())
             return

@@ -33,6 +33,7 @@ from proxy.api.asgi import (
     DisconnectWatch,
     Receive,
     Scope,
+    absorb_cut,
     encode_headers,
     read_body,
     request_headers,
@@ -94,14 +95,11 @@ class PassthroughEndpoint(TracedEndpoint):
             if watch.absorb():
                 trace.fields["client_gone"] = True
                 return
-            if not self.rt.cut:
+            if not absorb_cut(self.rt.cut):
                 raise
             # a shutdown's grace period ended: an answer not started is a 503,
             # a started body ends here without its final chunk (a cut body)
             watch.complete = True
-            task = asyncio.current_task()
-            assert task is not None
-            task.uncancel()
             trace.fields["error"] = "server_shutting_down"
             if not trace.status:
                 await send_error(send, ServerShuttingDown())
