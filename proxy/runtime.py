@@ -31,6 +31,7 @@ log = logging.getLogger("proxy")
 # and store their turns (a store write is bounded by STORE_TIMEOUT)
 CUT_SECONDS = STORE_TIMEOUT + 1.0
 DRAIN_POLL = 0.1  # seconds between two looks for a second Ctrl-C while draining
+REMEMBERED_KEY = 512  # characters: longer keys get their tenant computed every time
 
 RANDOM_SECRET_WARNING = (
     "REASONING_PROXY_SECRET is not set: a random tenant secret was drawn for this run, so "
@@ -203,6 +204,10 @@ class Runtime:
         await asyncio.wait(left, timeout=CUT_SECONDS)
 
     def tenant(self, authorization: str | None) -> str:
+        if authorization is not None and len(authorization) > REMEMBERED_KEY:
+            # a key can be as long as a header: remembered, 4,096 of them
+            # would hold 32 MB; real keys are far shorter
+            return tenant_of(self._secret, authorization)
         return self._tenant(authorization)
 
     def _tenant_uncached(self, authorization: str | None) -> str:
