@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -52,6 +53,7 @@ from proxy.errors import (
     ProxyError,
     ServerShuttingDown,
 )
+from proxy.hosts import HostGuard
 from proxy.runtime import Runtime
 from proxy.upstream import Ends
 
@@ -109,6 +111,7 @@ class ProxyApp:
         self.own_connections = runtime.upstream.own_connections
         allowed = runtime.config.server.allowed_origins
         self.origins = None if "*" in allowed else frozenset(o.rstrip("/") for o in allowed)
+        self.hosts = HostGuard.build(runtime.config.server.allowed_hosts, (socket.gethostname(),))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -127,6 +130,10 @@ class ProxyApp:
             await self._loop_back(scope, send)
             return
         rt = self.runtime
+        hosts = self.hosts
+        if hosts is not None and not hosts.serves(scope.get("server"), *host_of(scope)):
+            await self._refuse(scope, send, Forbidden(FOREIGN_HOST, code="forbidden_host"))
+            return
         page, origin = page_origin(scope, self.origins)
         if page:
             if page == "foreign":
@@ -235,6 +242,34 @@ FOREIGN_PAGE = (
     "A web page of another origin may not call this proxy (its requests would "
     "spend this proxy's keys): list the origin in server.allowed_origins to allow it."
 )
+
+
+FOREIGN_HOST = (
+    "This proxy listens on a loopback address and answers requests sent to an IP "
+    "address, localhost or this machine's name (a web page can point its own name "
+    "at 127.0.0.1): list the name in server.allowed_hosts to allow it."
+)
+
+
+def host_of(scope: Scope) -> tuple[bytes | None, bool]:
+    """The request's `Host` value (None without one), and whether a browser
+    sent it: one sends `Sec-Fetch-*` headers, which no page can set or
+    leave out (every current browser), or `Origin`, or a `User-Agent` that
+    begins with `Mozilla/` (every browser, older ones too)."""
+    host = None
+    browser = False
+    name: bytes
+    value: bytes
+    for name, value in scope["headers"]:
+        if name == b"host":
+            host = value
+        elif (
+            name.startswith(b"sec-fetch-")
+            or name == b"origin"
+            or (name == b"user-agent" and value.startswith(b"Mozilla/"))
+        ):
+            browser = True
+    return host, browser
 
 
 def page_origin(scope: Scope, allowed: frozenset[str] | None) -> tuple[str, bytes]:

@@ -188,6 +188,10 @@ class ServerModel(_Model):
     # web pages (an `Origin` other than this server's own) allowed to call it;
     # "*": any. Clients that are not browsers send no Origin and are not affected.
     allowed_origins: list[str] = Field(default_factory=list)
+    # names a request may be sent to (its Host) besides IP addresses,
+    # localhost and this machine's name; checked when listening on loopback,
+    # or always once names are listed; "*": any (see proxy/hosts.py)
+    allowed_hosts: list[str] = Field(default_factory=list)
 
 
 class StoreModel(_Model):

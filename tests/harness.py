@@ -323,7 +323,7 @@ class FakeUpstream:
 class ProxyServer:
     """The proxy app under uvicorn on a free port, in a thread."""
 
-    def __init__(self, config: Config, port: int | None = None) -> None:
+    def __init__(self, config: Config, port: int | None = None, host: str = "127.0.0.1") -> None:
         self.config = config
         self.runtime = Runtime(config)
         self.app = create_app(config, runtime=self.runtime)
@@ -333,7 +333,7 @@ class ProxyServer:
         self._server = uvicorn.Server(
             uvicorn.Config(
                 self.app,
-                host="127.0.0.1",
+                host=host,
                 port=self.port,
                 log_level="warning",
                 access_log=False,
@@ -364,11 +364,14 @@ def route_config(upstream: FakeUpstream, **route: Any) -> dict[str, Any]:
 
 @contextmanager
 def running_proxy(
-    data: dict[str, Any], env: dict[str, str] | None = None, port: int | None = None
+    data: dict[str, Any],
+    env: dict[str, str] | None = None,
+    port: int | None = None,
+    host: str = "127.0.0.1",
 ) -> Iterator[ProxyServer]:
-    """The proxy for this config, on `port` (default: a free one)."""
+    """The proxy for this config, on `port` (default: a free one) of `host`."""
     env = {"REASONING_PROXY_SECRET": "test-secret", **(env or {})}
-    server = ProxyServer(build_config(data, env=env), port).start()
+    server = ProxyServer(build_config(data, env=env), port, host).start()
     try:
         yield server
     finally:

@@ -24,6 +24,7 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
 ADMIN_TOKEN = "admin-token-for-the-inspector-tests"
 CHROMIUM = "/usr/bin/chromium"
 # Playwright's own browser download is not used: the system Chromium is.
+REBOUND = "rebound.example"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -32,6 +33,8 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # a web page's name that its owner pointed at 127.0.0.1 (DNS rebinding)
+    f"--host-resolver-rules=MAP {REBOUND} 127.0.0.1",
 ]
 STEP = 0.12  # seconds between upstream events: slow enough to watch a stream
 
