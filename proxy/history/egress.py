@@ -126,6 +126,9 @@ def read_assistant(position: int, message: Json, tags: TagSet) -> AssistantMessa
             if not isinstance(function, dict):
                 function = {}
             named.append((str(function.get("name", "")), str(function.get("arguments", ""))))
+    legacy = message.get("function_call")  # chat's older form of one call (no id)
+    if isinstance(legacy, dict):
+        named.append((str(legacy.get("name", "")), str(legacy.get("arguments", ""))))
     return AssistantMessage(position, content, tuple(ids), tuple(named), own)
 
 

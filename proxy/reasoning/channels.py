@@ -22,6 +22,9 @@ NOT_HANDLED, UNCHANGED, CHANGED = 0, 1, 2  # results of ChoiceSeparator.quick
 # keys of a delta that the quick path can handle
 _PLAIN_KEYS = frozenset({"role", "content", "reasoning_content", "refusal"})
 _plain_delta = _PLAIN_KEYS.issuperset  # (a bound method: the check runs per event)
+# the key of chat's legacy `function_call` among the builder's tool calls
+# (which chat numbers by `index`): one call, without an id
+LEGACY_CALL = "function_call"
 V = 0  # segment kinds: visible text, reasoning text
 R = 1
 _FOLDED = ("reasoning", "thinking")
@@ -149,6 +152,9 @@ class ChoiceSeparator:
             for call in calls:
                 if type(call) is dict:
                     builder.tool_call(call)
+        legacy = obj.get("function_call")  # chat's older form of one tool call
+        if legacy and type(legacy) is dict:
+            builder.tool_call({"index": LEGACY_CALL, "function": legacy})
         return segments, source
 
     def write(

@@ -16,6 +16,9 @@ together until something else comes (chat streams their arguments by
 index): reasoning text opens a `reasoning` item (its summary text streamed),
 answer text a `message` item, a tool call a `function_call` or
 `custom_tool_call` item; whatever comes next closes the open ones, in order.
+Chat's legacy `function_call` (older compatible servers answer with it, and
+`finish_reason: "function_call"`) is one more tool call; having no id, its
+`call_id` is made from the response's id, as for any call without one.
 
 A reasoning item's `encrypted_content` is an envelope sealed by the `seal`
 callable: the reasoning text and the upstream's own artefacts
@@ -50,6 +53,7 @@ from proxy.doors.responses.objects import (
 )
 from proxy.doors.responses.tools import ClientTool, ToolNames
 from proxy.reasoning.blocks import Json, Turn, blocks_for_context, join_reasoning
+from proxy.reasoning.channels import LEGACY_CALL
 from proxy.reasoning.native import DetailsMerger
 from proxy.reasoning.normalizer import answer_error, chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment
@@ -190,7 +194,11 @@ class ResponsesEncoder:
         if isinstance(refusal, str) and refusal:
             self._output.append(message_item(self._id("msg"), refusal, "completed", True))
         calls = message.get("tool_calls")
-        for call in calls if isinstance(calls, list) else ():
+        calls = list(calls) if isinstance(calls, list) else []
+        legacy = message.get("function_call")
+        if isinstance(legacy, dict):
+            calls.append({"function": legacy})
+        for call in calls:
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict):
                 continue
@@ -300,6 +308,9 @@ class ResponsesEncoder:
             for n, call in enumerate(calls):
                 if isinstance(call, dict):
                     self._tool_call(call, n, out)
+        legacy = delta.get("function_call")
+        if legacy and type(legacy) is dict:
+            self._tool_call({"index": LEGACY_CALL, "function": legacy}, 0, out)
 
     def _error(self, data: bytes, out: list[bytes]) -> None:
         try:
