@@ -1,6 +1,7 @@
 """Chat answers the Responses door translates beyond text and tool calls,
 through the real server with the openai SDK: the legacy `function_call`
-(older OpenAI-compatible servers answer a tools request with it)."""
+(older OpenAI-compatible servers answer a tools request with it) and the
+tokens' logprobs a request includes."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.harness import FakeUpstream, Json, ProxyServer, Stream, route_config,
 KEY = "sk-test-chat-fields"
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 WEATHER_TOOL: Any = WEATHER_RESPONSES_TOOL
+LOGPROBS = ["message.output_text.logprobs"]
 REASONING = "The user wants the weather."
 
 
@@ -227,3 +229,142 @@ def test_the_chat_door_passes_a_legacy_call_through_and_stores_it(
     )
     sent = upstream.chat_requests()[1].json["messages"]
     assert sent[1]["reasoning_content"] == REASONING
+
+
+# -- logprobs ---------------------------------------------------------------------------
+
+
+def token(text: str, logprob: float, top: tuple[tuple[str, float], ...] = ()) -> dict[str, Any]:
+    return {
+        "token": text,
+        "logprob": logprob,
+        "bytes": list(text.encode()),
+        "top_logprobs": [{"token": t, "logprob": p, "bytes": list(t.encode())} for t, p in top],
+    }
+
+
+HELLO = [token("Hel", -0.1, (("Hel", -0.1), ("Hi", -2.5))), token("lo", -0.2, (("lo", -0.2),))]
+WORLD = [token(" world", -0.3, ((" world", -0.3), (" there", -1.5)))]
+
+
+def with_logprobs(delta: dict[str, Any], tokens: list[Any] | None) -> dict[str, Any]:
+    out = chunk(delta)
+    out["choices"][0]["logprobs"] = {"content": tokens, "refusal": None}
+    return out
+
+
+def logprobs_stream() -> Stream:
+    return Stream(
+        [
+            # the reasoning's tokens are not the answer's: they stay out of its logprobs
+            with_logprobs({"role": "assistant", "reasoning_content": "Greet."}, [token("G", -1.0)]),
+            with_logprobs({"content": "Hello"}, HELLO),
+            with_logprobs({"content": " world"}, WORLD),
+            chunk({}, "stop"),
+        ]
+    )
+
+
+def logprobs_completion() -> Json:
+    return Json(
+        {
+            "id": "chatcmpl-lp",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "Hello world"},
+                    "logprobs": {"content": HELLO + WORLD, "refusal": None},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+    )
+
+
+def expected_part_logprobs() -> list[dict[str, Any]]:
+    return HELLO + WORLD  # chat's token objects are the Responses API's, bytes and all
+
+
+def event_logprobs(tokens: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "token": t["token"],
+            "logprob": t["logprob"],
+            "top_logprobs": [
+                {"token": a["token"], "logprob": a["logprob"]} for a in t["top_logprobs"]
+            ],
+        }
+        for t in tokens
+    ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_included_logprobs_are_asked_for_and_answered(
+    sdk: openai.OpenAI, upstream: FakeUpstream, stream: bool
+) -> None:
+    upstream.script(logprobs_stream() if stream else logprobs_completion())
+    request: Any = {"model": "m", "input": "Hi", "include": LOGPROBS, "top_logprobs": 2}
+    if stream:
+        with sdk.responses.stream(**request) as events:
+            seen = list(events)
+            response = events.get_final_response()
+        deltas = [e for e in seen if e.type == "response.output_text.delta"]
+        assert [(e.delta, e.model_dump()["logprobs"]) for e in deltas] == [
+            ("Hello", event_logprobs(HELLO)),
+            (" world", event_logprobs(WORLD)),
+        ]
+        (done,) = [e for e in seen if e.type == "response.output_text.done"]
+        assert done.model_dump()["logprobs"] == event_logprobs(HELLO + WORLD)
+    else:
+        response = sdk.responses.create(**request)
+    assert response.output_text == "Hello world"
+    assert response.top_logprobs == 2
+    part = response.output[-1].content[0]  # type: ignore[union-attr]
+    assert part.type == "output_text"
+    assert [lp.model_dump() for lp in part.logprobs or ()] == expected_part_logprobs()
+    sent = upstream.chat_requests()[0].json
+    assert (sent["logprobs"], sent["top_logprobs"]) == (True, 2)
+    # the stored response keeps them
+    stored = sdk.responses.retrieve(response.id).output[-1].content[0]  # type: ignore[union-attr]
+    assert [lp.model_dump() for lp in stored.logprobs or ()] == expected_part_logprobs()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_without_the_include_nothing_more_is_asked_and_logprobs_stay_empty(
+    sdk: openai.OpenAI, upstream: FakeUpstream, stream: bool
+) -> None:
+    # an upstream that sends logprobs unasked: the answer still carries none
+    upstream.script(logprobs_stream() if stream else logprobs_completion())
+    request: Any = {"model": "m", "input": "Hi", "top_logprobs": 2}
+    if stream:
+        with sdk.responses.stream(**request) as events:
+            seen = list(events)
+            response = events.get_final_response()
+        texts = [
+            e for e in seen if e.type in ("response.output_text.delta", "response.output_text.done")
+        ]
+        assert texts
+        assert all(e.logprobs == [] for e in texts)  # type: ignore[union-attr]
+    else:
+        raw = sdk.responses.with_raw_response.create(**request)
+        assert raw.headers["x-proxy-dropped-fields"] == "top_logprobs"
+        response = raw.parse()
+    part = response.output[-1].content[0]  # type: ignore[union-attr]
+    assert part.type == "output_text"
+    assert part.logprobs is None
+    sent = upstream.chat_requests()[0].json
+    assert "logprobs" not in sent
+    assert "top_logprobs" not in sent
+
+
+def test_top_logprobs_out_of_range_is_a_400_before_the_upstream(
+    sdk: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    for value in (21, -1, "2", True):
+        with pytest.raises(openai.BadRequestError) as info:
+            sdk.responses.create(model="m", input="Hi", include=LOGPROBS, top_logprobs=value)  # type: ignore[arg-type]
+        assert info.value.body["param"] == "top_logprobs"  # type: ignore[index]
+    assert upstream.chat_requests() == []
