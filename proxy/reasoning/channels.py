@@ -84,7 +84,7 @@ class ChoiceSeparator:
         answer text or native `reasoning_content` alone (UNCHANGED), and text
         inside a tagged block (CHANGED: moved to `reasoning_content`).
         NOT_HANDLED means nothing was done: take `separate`."""
-        if not _plain_delta(delta):
+        if not _plain_delta(delta) or delta.get("refusal"):
             return NOT_HANDLED
         content = delta.get("content")
         rc = delta.get("reasoning_content")
@@ -143,6 +143,11 @@ class ChoiceSeparator:
         content = obj.get("content")
         if content and type(content) is str:
             self._tags(self.splitter.feed(content), segments)
+        refusal = obj.get("refusal")
+        if refusal and type(refusal) is str:
+            # the answer the model gave instead (never tagged): stored as the
+            # turn's text; the client gets it in `refusal`, as it came
+            builder.text(refusal)
         if final:
             self._tags(self.splitter.flush(), segments)
             self.finished = True
