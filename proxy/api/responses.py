@@ -144,6 +144,7 @@ class ResponsesEndpoint(Door):
             translation.names,
             seal,
             include_encrypted=options.include_encrypted,
+            include_logprobs=options.include_logprobs,
             # no reasoning in the chat stream: the encoder reads it from the turn
             hidden=not ex.settings.include_in_response or ex.settings.output == "none",
             keep=_Keep(tenant, options, translation.input_items),

@@ -67,11 +67,13 @@ class AssistantMessage:
     tool_call_ids: tuple[str, ...]
     tool_calls: tuple[tuple[str, str], ...]  # (name, arguments)
     own: Reasoning | None  # what the message itself carries
+    # chat's `refusal`: a refused turn's text, stored as its content
+    refusal: str = ""
 
     @property
     def fingerprint(self) -> str | None:
         text = self.content if isinstance(self.content, str) else ""
-        return fingerprint(text, self.tool_calls)
+        return fingerprint(text + self.refusal, self.tool_calls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +128,12 @@ def read_assistant(position: int, message: Json, tags: TagSet) -> AssistantMessa
             if not isinstance(function, dict):
                 function = {}
             named.append((str(function.get("name", "")), str(function.get("arguments", ""))))
-    return AssistantMessage(position, content, tuple(ids), tuple(named), own)
+    legacy = message.get("function_call")  # chat's older form of one call (no id)
+    if isinstance(legacy, dict):
+        named.append((str(legacy.get("name", "")), str(legacy.get("arguments", ""))))
+    refusal = message.get("refusal")
+    refusal = refusal if isinstance(refusal, str) else ""
+    return AssistantMessage(position, content, tuple(ids), tuple(named), own, refusal)
 
 
 def _objects(value: Any) -> tuple[Json, ...]:

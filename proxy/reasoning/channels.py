@@ -22,6 +22,9 @@ NOT_HANDLED, UNCHANGED, CHANGED = 0, 1, 2  # results of ChoiceSeparator.quick
 # keys of a delta that the quick path can handle
 _PLAIN_KEYS = frozenset({"role", "content", "reasoning_content", "refusal"})
 _plain_delta = _PLAIN_KEYS.issuperset  # (a bound method: the check runs per event)
+# the key of chat's legacy `function_call` among the builder's tool calls
+# (which chat numbers by `index`): one call, without an id
+LEGACY_CALL = "function_call"
 V = 0  # segment kinds: visible text, reasoning text
 R = 1
 _FOLDED = ("reasoning", "thinking")
@@ -81,7 +84,7 @@ class ChoiceSeparator:
         answer text or native `reasoning_content` alone (UNCHANGED), and text
         inside a tagged block (CHANGED: moved to `reasoning_content`).
         NOT_HANDLED means nothing was done: take `separate`."""
-        if not _plain_delta(delta):
+        if not _plain_delta(delta) or delta.get("refusal"):
             return NOT_HANDLED
         content = delta.get("content")
         rc = delta.get("reasoning_content")
@@ -140,6 +143,11 @@ class ChoiceSeparator:
         content = obj.get("content")
         if content and type(content) is str:
             self._tags(self.splitter.feed(content), segments)
+        refusal = obj.get("refusal")
+        if refusal and type(refusal) is str:
+            # the answer the model gave instead (never tagged): stored as the
+            # turn's text; the client gets it in `refusal`, as it came
+            builder.text(refusal)
         if final:
             self._tags(self.splitter.flush(), segments)
             self.finished = True
@@ -149,6 +157,9 @@ class ChoiceSeparator:
             for call in calls:
                 if type(call) is dict:
                     builder.tool_call(call)
+        legacy = obj.get("function_call")  # chat's older form of one tool call
+        if legacy and type(legacy) is dict:
+            builder.tool_call({"index": LEGACY_CALL, "function": legacy})
         return segments, source
 
     def write(

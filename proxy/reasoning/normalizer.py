@@ -547,6 +547,7 @@ class StreamNormalizer:
                 changed = True
             if self.tap is not None:
                 self.tap.segments(index, segments)
+                self.tap.refusal(index, delta)
         if split is not None:
             return split
         if changed:
@@ -589,6 +590,7 @@ class StreamNormalizer:
         if self.tap is not None:
             for run in runs:
                 self.tap.segments(index, [run])
+            self.tap.refusal(index, delta)
         return b"".join(b"data: " + orjson.dumps(o) + b"\n\n" for o in out)
 
     def _flush_choices(self) -> bytes:

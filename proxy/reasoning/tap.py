@@ -2,10 +2,11 @@
 
 The normalizer reports each delta of a stream's first choice, as it goes
 out: a delta the quick path passed through (`delta`), or the separated
-segments of one it rewrote (`segments`). A Tap keeps them as (kind, text)
-pairs, kind `reasoning` or `content`, until the relay takes them for the
-live feed. Reasoning the client is not shown (include-in-response false, or
-output `none`) is left out, as it is from the client's own stream.
+segments of one it rewrote (`segments`, and its `refusal`). A Tap keeps
+them as (kind, text) pairs, kind `reasoning` or `content` (a refusal's text
+too), until the relay takes them for the live feed. Reasoning the client is
+not shown (include-in-response false, or output `none`) is left out, as it
+is from the client's own stream.
 """
 
 from __future__ import annotations
@@ -45,3 +46,9 @@ class Tap:
         content = "".join(t for k, t in segments if k == V)
         if content:
             self.pairs.append(("content", content))
+
+    def refusal(self, index: Any, delta: Json) -> None:
+        """A delta's `refusal`: the answer the model gave instead, shown as one."""
+        text = delta.get("refusal") if index == 0 else None
+        if text and type(text) is str:
+            self.pairs.append(("content", text))

@@ -16,6 +16,9 @@ together until something else comes (chat streams their arguments by
 index): reasoning text opens a `reasoning` item (its summary text streamed),
 answer text a `message` item, a tool call a `function_call` or
 `custom_tool_call` item; whatever comes next closes the open ones, in order.
+Chat's legacy `function_call` (older compatible servers answer with it, and
+`finish_reason: "function_call"`) is one more tool call; having no id, its
+`call_id` is made from the response's id, as for any call without one.
 
 A reasoning item's `encrypted_content` is an envelope sealed by the `seal`
 callable: the reasoning text and the upstream's own artefacts
@@ -26,6 +29,12 @@ with an empty summary, and only when the client asked for the envelope.
 Every closed item is kept (with its envelope) for `final`, the Response as
 it ended, which the door stores; the client's copy has the envelope only
 when its request's `include` asked for it.
+
+With `include_logprobs` (the request's `message.output_text.logprobs`), the
+tokens' logprobs of each chunk (chat's `choice.logprobs.content`) go out
+with the answer text that chunk brought, and the output_text part keeps
+them all; a chunk whose text became reasoning brings none. Without it, the
+events carry `logprobs: []` and the part none, whatever the upstream sent.
 """
 
 from __future__ import annotations
@@ -40,6 +49,8 @@ from proxy.doors.responses.objects import (
     Echo,
     call_item,
     error_of,
+    event_logprobs,
+    logprobs_of,
     message_item,
     new_id,
     output_text,
@@ -50,6 +61,7 @@ from proxy.doors.responses.objects import (
 )
 from proxy.doors.responses.tools import ClientTool, ToolNames
 from proxy.reasoning.blocks import Json, Turn, blocks_for_context, join_reasoning
+from proxy.reasoning.channels import LEGACY_CALL
 from proxy.reasoning.native import DetailsMerger
 from proxy.reasoning.normalizer import answer_error, chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment
@@ -77,12 +89,14 @@ class _Reasoning:
 
 
 class _Message:
-    __slots__ = ("head", "id", "index", "refusal", "texts")
+    __slots__ = ("head", "id", "index", "logprobs", "refusal", "texts")
 
-    def __init__(self, item_id: str, index: int, refusal: bool) -> None:
+    def __init__(self, item_id: str, index: int, refusal: bool, logprobs: bool) -> None:
         self.id = item_id
         self.index = index
         self.refusal = refusal  # its one part is a refusal, not output_text
+        # its tokens' logprobs, when the request included them
+        self.logprobs: list[Json] | None = [] if logprobs and not refusal else None
         at = {"item_id": item_id, "output_index": index, "content_index": 0}
         if refusal:
             self.head = _head("response.refusal.delta", at)
@@ -91,7 +105,7 @@ class _Message:
         self.texts: list[str] = []
 
     def part(self, text: str) -> Json:
-        return refusal_part(text) if self.refusal else output_text(text)
+        return refusal_part(text) if self.refusal else output_text(text, self.logprobs)
 
 
 class _Call:
@@ -115,6 +129,7 @@ class ResponsesEncoder:
         seal: Seal,
         *,
         include_encrypted: bool,
+        include_logprobs: bool = False,
         hidden: bool = False,
         response_id: str | None = None,
         created_at: int | None = None,
@@ -123,6 +138,7 @@ class ResponsesEncoder:
         self.names = names
         self.seal = seal
         self.include_encrypted = include_encrypted
+        self.include_logprobs = include_logprobs  # the answer's tokens' logprobs
         self.hidden = hidden  # the settings keep reasoning from the client
         self.response_id = response_id or new_id("resp")
         self._stem = self.response_id.partition("_")[2] or self.response_id
@@ -185,12 +201,18 @@ class ResponsesEncoder:
             self._whole_reasoning(message)
         content = message.get("content")
         if isinstance(content, str) and content:
-            self._output.append(message_item(self._id("msg"), content, "completed"))
+            logprobs = logprobs_of(choice.get("logprobs")) if self.include_logprobs else None
+            item = message_item(self._id("msg"), content, "completed", False, logprobs)
+            self._output.append(item)
         refusal = message.get("refusal")
         if isinstance(refusal, str) and refusal:
             self._output.append(message_item(self._id("msg"), refusal, "completed", True))
         calls = message.get("tool_calls")
-        for call in calls if isinstance(calls, list) else ():
+        calls = list(calls) if isinstance(calls, list) else []
+        legacy = message.get("function_call")
+        if isinstance(legacy, dict):
+            calls.append({"function": legacy})
+        for call in calls:
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict):
                 continue
@@ -267,11 +289,11 @@ class ResponsesEncoder:
                 continue  # the first choice is the response (n > 1 is not a Responses notion)
             delta = choice.get("delta")
             if type(delta) is dict:
-                self._delta(delta, out)
+                self._delta(delta, out, choice.get("logprobs"))
             if choice.get("finish_reason") is not None:
                 self._finish = choice["finish_reason"]
 
-    def _delta(self, delta: Json, out: list[bytes]) -> None:
+    def _delta(self, delta: Json, out: list[bytes], logprobs: Any = None) -> None:
         if not self.hidden:
             reasoning = delta.get("reasoning_content")
             if type(reasoning) is not str:
@@ -291,7 +313,7 @@ class ResponsesEncoder:
                 )
         content = delta.get("content")
         if content and type(content) is str:
-            self._text(content, out)
+            self._text(content, out, logprobs=logprobs)
         refusal = delta.get("refusal")
         if refusal and type(refusal) is str:
             self._text(refusal, out, refusal=True)
@@ -300,6 +322,9 @@ class ResponsesEncoder:
             for n, call in enumerate(calls):
                 if isinstance(call, dict):
                     self._tool_call(call, n, out)
+        legacy = delta.get("function_call")
+        if legacy and type(legacy) is dict:
+            self._tool_call({"index": LEGACY_CALL, "function": legacy}, 0, out)
 
     def _error(self, data: bytes, out: list[bytes]) -> None:
         try:
@@ -388,7 +413,9 @@ class ResponsesEncoder:
         self._added(out, index, reasoning_item(item["id"], "", None))
         self._done(out, index, item)
 
-    def _text(self, text: str, out: list[bytes], refusal: bool = False) -> None:
+    def _text(
+        self, text: str, out: list[bytes], refusal: bool = False, logprobs: Any = None
+    ) -> None:
         item = self._message
         if item is not None and item.refusal != refusal:
             self._close_message(out)  # answer and refusal are parts of their own
@@ -399,12 +426,21 @@ class ResponsesEncoder:
             if self.hidden:
                 self._hidden_reasoning(out)
             index = self._add()
-            item = self._message = _Message(self._id("msg", index), index, refusal)
+            item = self._message = _Message(
+                self._id("msg", index), index, refusal, self.include_logprobs
+            )
             self._added(out, item.index, message_item(item.id, None, "in_progress"))
             at = {**self._at(item), "content_index": 0}
             self._emit(out, "response.content_part.added", **at, part=item.part(""))
         item.texts.append(text)
-        self._delta_event(out, item.head, text)
+        tokens = logprobs_of(logprobs) if item.logprobs is not None and logprobs else None
+        if not tokens:
+            self._delta_event(out, item.head, text)
+            return
+        assert item.logprobs is not None
+        item.logprobs += tokens
+        at = {**self._at(item), "content_index": 0, "delta": text}
+        self._emit(out, "response.output_text.delta", **at, logprobs=event_logprobs(tokens))
 
     def _close_message(self, out: list[bytes]) -> None:
         item, self._message = self._message, None
@@ -415,9 +451,11 @@ class ResponsesEncoder:
         if item.refusal:
             self._emit(out, "response.refusal.done", **at, refusal=text)
         else:
-            self._emit(out, "response.output_text.done", **at, text=text, logprobs=[])
+            shown = event_logprobs(item.logprobs) if item.logprobs else []
+            self._emit(out, "response.output_text.done", **at, text=text, logprobs=shown)
         self._emit(out, "response.content_part.done", **at, part=item.part(text))
-        self._done(out, item.index, message_item(item.id, text, "completed", item.refusal))
+        done = message_item(item.id, text, "completed", item.refusal, item.logprobs)
+        self._done(out, item.index, done)
 
     def _tool_call(self, delta: Json, position: int, out: list[bytes]) -> None:
         key = delta.get("index", position)

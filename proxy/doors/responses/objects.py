@@ -2,7 +2,8 @@
 
 A Response repeats what its request asked for (`Echo`), and holds the
 output items in order: `reasoning` (summary text, and `encrypted_content`
-when the request included it), `message` (output_text), `function_call`
+when the request included it), `message` (output_text, with the tokens'
+logprobs when the request included them, or a refusal), `function_call`
 (with the tool's namespace when it has one) and `custom_tool_call`. Usage is
 chat's, renamed (prompt -> input, completion -> output).
 """
@@ -50,6 +51,7 @@ class Echo:
                 "temperature": body.get("temperature"),
                 "text": body.get("text") or {"format": {"type": "text"}},
                 "tool_choice": body.get("tool_choice") or "auto",
+                **({"top_logprobs": body["top_logprobs"]} if "top_logprobs" in body else {}),
                 "tools": body.get("tools") or [],
                 "top_p": body.get("top_p"),
                 "truncation": body.get("truncation")
@@ -98,19 +100,77 @@ def reasoning_item(item_id: str, summary: str, encrypted: str | None) -> Json:
     return item
 
 
-def output_text(text: str) -> Json:
-    return {"type": "output_text", "text": text, "annotations": []}
+def output_text(text: str, logprobs: list[Json] | None = None) -> Json:
+    """An output_text part; its `logprobs` only when the request included them."""
+    part: Json = {"type": "output_text", "text": text, "annotations": []}
+    if logprobs is not None:
+        part["logprobs"] = logprobs
+    return part
+
+
+def logprobs_of(chat: Any) -> list[Json]:
+    """Chat's `choice.logprobs` (its `content` tokens) as an output_text
+    part's logprobs: each token with its UTF-8 `bytes` (made from the token
+    where chat has none) and its `top_logprobs` alike."""
+    tokens = chat.get("content") if isinstance(chat, dict) else None
+    out: list[Json] = []
+    for entry in tokens if isinstance(tokens, list) else ():
+        token = _token(entry)
+        if token is None:
+            continue
+        top = entry.get("top_logprobs")
+        alternatives = (_token(t) for t in (top if isinstance(top, list) else ()))
+        token["top_logprobs"] = [t for t in alternatives if t is not None]
+        out.append(token)
+    return out
+
+
+def _token(entry: Any) -> Json | None:
+    if not isinstance(entry, dict):
+        return None
+    token, logprob = entry.get("token"), entry.get("logprob")
+    if not isinstance(token, str) or isinstance(logprob, bool):
+        return None
+    if not isinstance(logprob, int | float):
+        return None
+    raw = entry.get("bytes")
+    if not isinstance(raw, list) or not all(type(b) is int for b in raw):
+        raw = list(token.encode(errors="surrogatepass"))
+    return {"token": token, "logprob": logprob, "bytes": raw}
+
+
+def event_logprobs(logprobs: list[Json]) -> list[Json]:
+    """A part's logprobs as `response.output_text.delta` and `.done` carry
+    them: token and logprob (no bytes), and the same of each alternative."""
+    return [
+        {
+            "token": t["token"],
+            "logprob": t["logprob"],
+            "top_logprobs": [
+                {"token": a["token"], "logprob": a["logprob"]} for a in t["top_logprobs"]
+            ],
+        }
+        for t in logprobs
+    ]
 
 
 def refusal_part(text: str) -> Json:
     return {"type": "refusal", "refusal": text}
 
 
-def message_item(item_id: str, text: str | None, status: str, refusal: bool = False) -> Json:
+def message_item(
+    item_id: str,
+    text: str | None,
+    status: str,
+    refusal: bool = False,
+    logprobs: list[Json] | None = None,
+) -> Json:
     """An assistant message (`text` None: just opened, no content part yet);
-    `refusal`: its text is the model's refusal (chat's `refusal` field)."""
-    part = refusal_part if refusal else output_text
-    content = [] if text is None else [part(text)]
+    `refusal`: its text is the model's refusal (chat's `refusal` field);
+    `logprobs`: its output_text's, when the request included them."""
+    content: list[Json] = []
+    if text is not None:
+        content.append(refusal_part(text) if refusal else output_text(text, logprobs))
     return {
         "id": item_id,
         "type": "message",

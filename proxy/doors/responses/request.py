@@ -16,6 +16,9 @@ request's own) into chat messages:
   `reasoning_details`), else the summary text the client kept;
 - `function_call_output` and `custom_tool_call_output` become tool messages.
 
+`include: ["message.output_text.logprobs"]` asks the upstream for chat's
+`logprobs` (with `top_logprobs`); without it nothing more is asked.
+
 Malformed input (a wrong type, a message without content, an output whose
 `call_id` matches no call) is a BadRequest naming the field, before anything
 goes upstream. Fields and item types a chat upstream has no use for are
@@ -42,6 +45,8 @@ from proxy.sealing import Sealed
 Json = dict[str, Any]
 
 ENCRYPTED_INCLUDE = "reasoning.encrypted_content"
+LOGPROBS_INCLUDE = "message.output_text.logprobs"
+MAX_TOP_LOGPROBS = 20
 # top-level fields that are mapped (or used by the proxy itself)
 MAPPED = frozenset(
     {
@@ -61,6 +66,7 @@ MAPPED = frozenset(
         "metadata",
         "previous_response_id",
         "include",
+        "top_logprobs",
     }
 )
 ASSISTANT_SIDE = frozenset({"reasoning", "function_call", "custom_tool_call"})
@@ -78,6 +84,7 @@ class Options:
     stream: bool
     store: bool
     include_encrypted: bool
+    include_logprobs: bool  # the answer's token logprobs (asked of the upstream)
     previous_response_id: str | None
     metadata: Json | None
 
@@ -114,11 +121,19 @@ def read_options(body: Json) -> Options:
     include = body.get("include") or []
     if not all(isinstance(i, str) for i in include):
         raise BadRequest("include must be an array of strings.", param="include")
+    top = body.get("top_logprobs")
+    if top is not None and (
+        isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS
+    ):
+        raise BadRequest(
+            f"top_logprobs must be an integer from 0 to {MAX_TOP_LOGPROBS}.", param="top_logprobs"
+        )
     return Options(
         model=body.get("model"),
         stream=body.get("stream") is True,
         store=body.get("store") is not False,  # the API's default is true
         include_encrypted=ENCRYPTED_INCLUDE in include,
+        include_logprobs=LOGPROBS_INCLUDE in include,
         previous_response_id=body.get("previous_response_id"),
         metadata=body.get("metadata"),
     )
@@ -172,6 +187,7 @@ def translate(body: Json, prior: list[Json], open_envelope: Opener) -> Translati
             payload[name] = body[name]
     if isinstance(body.get("text"), dict):
         _text_format(body["text"], payload, dropped)
+    _logprobs(body, payload, dropped)
     if body.get("stream") is True:
         payload["stream"] = True
         payload["stream_options"] = {"include_usage": True}
@@ -184,6 +200,21 @@ def translate(body: Json, prior: list[Json], open_envelope: Opener) -> Translati
         dropped_fields=sorted(set(dropped)),
         dropped_tools=sorted(set(tools.dropped)),
     )
+
+
+def _logprobs(body: Json, payload: Json, dropped: list[str]) -> None:
+    """`include: ["message.output_text.logprobs"]` (and `top_logprobs`) as
+    chat's `logprobs` (and `top_logprobs`); without the include, nothing is
+    asked of the upstream and `top_logprobs` is named as dropped."""
+    include = body.get("include") or ()
+    top = body.get("top_logprobs")
+    if LOGPROBS_INCLUDE not in include:
+        if top is not None:
+            dropped.append("top_logprobs")
+        return
+    payload["logprobs"] = True
+    if top is not None:
+        payload["top_logprobs"] = top
 
 
 def _text_format(text: Json, payload: Json, dropped: list[str]) -> None:
