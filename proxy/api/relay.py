@@ -194,10 +194,16 @@ class StreamRelay:
         trace.outcome = "complete" if reader.state == DONE else "failed"
         if failure is not None:
             trace.upstream_error = FAILURE_KIND.get(failure.code, "malformed")
-        if held is not None and (reader.first_error is not None or failure is not None):
+        # a failure at an event after a data event of the same read (a
+        # reader that does not say so counts as failing at the first event)
+        late = getattr(reader, "failed_after_data", False) is True
+        if held is not None and (
+            reader.first_error is not None or (failure is not None and not late)
+        ):
             # nothing was sent yet: a real status, not a 200 and an error event
             # (a failure the upstream announced itself after its first data
-            # event, in the same read, is relayed as it came)
+            # event, in the same read, is relayed as it came, and so is one
+            # the proxy found there: the data before it goes out first)
             await self._early_failure()
             return
         await self.remember(reader.turn())

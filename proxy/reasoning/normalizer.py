@@ -162,6 +162,7 @@ class StreamNormalizer:
         "_shapes",
         "_upstream_error",
         "_usage",
+        "failed_after_data",
         "first_error",
         "seen_data",
         "state",
@@ -184,6 +185,9 @@ class StreamNormalizer:
         self.state = OPEN
         self.seen_data = False  # a data event (not only comments) arrived
         self.first_error: Any = None  # the error object of a first event that is one
+        # the proxy failed the stream at an event that came after a data event
+        # (in the same read as the first one, too): the stream has begun
+        self.failed_after_data = False
         # told what the first choice sends the client (`watch()`); None costs nothing
         self.tap: Tap | None = None
 
@@ -264,7 +268,8 @@ class StreamNormalizer:
         """Normalize the events of one read. `verbatim` is the read's own bytes
         for those events, when they can go out as they came: then, if nothing
         changed, no output is built at all (the common case)."""
-        if not self.seen_data:
+        had_data = self.seen_data
+        if not had_data:
             self._first_event(events)
         out: list[bytes] | None = None  # built from the first changed event on
         loads = orjson.loads
@@ -321,6 +326,10 @@ class StreamNormalizer:
             if out is None:
                 out = _encode_unchanged(events[:n])
             if not self._other(ev, out):
+                if self._failure is not None:
+                    self.failed_after_data = had_data or any(
+                        type(e) is not SSEComment for e in events[:n]
+                    )
                 return b"".join(out)  # the stream ended (or failed) at this event
         if out is None:
             return verbatim if verbatim is not None else b"".join(_encode_unchanged(events))

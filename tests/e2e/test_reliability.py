@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from tests.casefiles import chunk
+from tests.casefiles import chunk, read_stream
 from tests.harness import FakeUpstream, Hang, Json, Stream, running_proxy
 from tests.messages_wire import sdk_client
 
@@ -339,6 +339,29 @@ def test_an_error_after_the_first_event_stays_an_error_event(
     assert r.status_code == 200
     assert '"late"' in r.text
     assert r.text.count('"error"') == 1
+
+
+def test_a_malformed_event_in_the_first_read_after_a_good_one_is_an_error_event(
+    upstream: FakeUpstream,
+) -> None:
+    """The good event and the broken one come in one write (one read): the
+    client still gets the good one, then the error event, as when they come
+    apart; not a 502 that drops what the upstream already answered."""
+    both = b"data: " + json.dumps(chunk({"content": "partial"})).encode() + b"\n\n"
+    both += b"data: {not json\n\n"
+    upstream.script(Stream([both], done=False))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = stream_request(proxy.url)
+        stored = httpx.get(
+            f"{proxy.url}/conversations/{r.headers['x-conversation-id']}", headers=KEY
+        ).json()
+    assert r.status_code == 200
+    got = read_stream(r.content)
+    assert got["content"] == "partial"
+    assert [e["code"] for e in got["errors"]] == ["malformed_upstream_event"]
+    assert got["done"] is False
+    assert stored["turns"][0]["complete"] is False
+    assert stored["turns"][0]["content"] == "partial"
 
 
 def test_a_close_before_any_event_is_a_502(upstream: FakeUpstream) -> None:

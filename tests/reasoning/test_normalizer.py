@@ -426,6 +426,20 @@ def test_malformed_json_ends_the_stream_with_an_error_event() -> None:
     assert normalizer.feed(b"data: {}\n\n") == b""  # input after a failure is ignored
 
 
+@pytest.mark.parametrize("split", [True, False])
+def test_a_malformed_event_says_whether_data_came_before_it(split: bool) -> None:
+    """In one read with a good event or in a read of its own, a broken event
+    after data is a late failure (the stream has begun); one that is the
+    stream's first data event, after comments only, is not."""
+    good = render_stream([chunk({"content": "partial"})])[: -len(b"data: [DONE]\n\n")]
+    bad = b"data: {not json\n\n"
+    _, late = run_stream(good + bad, [good, bad] if split else None)
+    assert late.failed_after_data
+    _, first = run_stream(b": keep-alive\n\n" + bad)
+    assert first.state == FAILED
+    assert not first.failed_after_data
+
+
 def test_over_long_line_ends_the_stream_with_an_error_event() -> None:
     normalizer = StreamNormalizer(NormalizeOptions(max_line_bytes=64))
     normalizer.feed(b"data: " + b"x" * 40)
