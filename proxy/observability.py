@@ -41,6 +41,7 @@ from prometheus_client import (
 from prometheus_client.exposition import choose_encoder
 
 from proxy import package_version
+from proxy.keymask import encoded_forms
 from proxy.memo import Recent
 from proxy.tally import Tally
 
@@ -394,8 +395,10 @@ class Redactor:
     REDACTED. Booleans and nulls stay: they are no secret."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        # longest first, so a secret that contains another is replaced whole
-        self._secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        # longest first, so a secret that contains another is replaced whole;
+        # each also as JSON and URLs write it (a quoted key in a logged body)
+        forms = {f for s in secrets if s and len(s) >= 4 for f in encoded_forms(s)}
+        self._secrets = sorted(forms, key=len, reverse=True)
         # short texts known to need nothing (routes, models, paths, ids: a log
         # line's fields repeat); a text that held a credential is not kept
         self._clean: Recent[str] = Recent(CLEAN_ENTRIES, CLEAN_CHARS, len)

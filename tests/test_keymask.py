@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.keymask import MASK, KeyMask, credential_values
+from proxy.keymask import MASK, KeyMask, credential_values, encoded_forms
 
 KEY = "rk-route-secret-0123456789"
 OTHER = "sk-other-route-key-abcdef"
@@ -84,3 +84,23 @@ def test_any_split_masks_like_the_whole(parts: list[str], cuts: list[int]) -> No
     assert out == expected
     assert KEY.encode() not in out
     assert OTHER.encode() not in out
+
+
+def test_a_key_is_also_masked_as_encoders_write_it() -> None:
+    key = "rk/base64+key=0123456789"
+    mask = KeyMask.of([key])
+    assert mask is not None
+    for form in (
+        key,
+        key.replace("/", "\\/"),  # PHP's json_encode
+        "rk%2Fbase64%2Bkey%3D0123456789",
+        "rk%2fbase64%2bkey%3d0123456789",
+        "rk/base64%2Bkey%3D0123456789",  # a URL path
+    ):
+        assert mask.text(f"<{form}>") == f"<{MASK}>", form
+        stream = mask.stream()
+        cut = len(form) // 2
+        out = stream.feed(form[:cut].encode()) + stream.feed(form[cut:].encode()) + stream.flush()
+        assert out == MASK.encode(), form
+    # most API keys read the same in every encoding: one form, no extra cost
+    assert encoded_forms("sk-plain_key.0123~") == {"sk-plain_key.0123~"}

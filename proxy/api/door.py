@@ -35,9 +35,11 @@ from proxy.api.failures import error_kind, read_failure_error, upstream_status
 from proxy.api.ownership import kept_upstream, record
 from proxy.api.relay import Progress, StreamRelay
 from proxy.api.trace import Trace, TracedEndpoint
+from proxy.config import CREDENTIAL_HEADERS
 from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError, upstream_error_body
 from proxy.exchange import Exchange, Planner
 from proxy.history.explain import turn_input
+from proxy.keymask import KeyMask, credential_values
 from proxy.live import TurnWatcher
 from proxy.observability import truncate
 from proxy.reasoning.blocks import Turn, map_texts
@@ -93,8 +95,11 @@ class Door(TracedEndpoint):
             return
         except ClientGone:
             return
+        # the caller's own key, where a logged body quotes it (an upstream
+        # that echoes the key it was sent, a client that pasted it)
+        own_key = client_key_mask(headers) if self.rt.config.server.log_bodies else None
         if self.rt.config.server.log_bodies:
-            log.info("request", extra={"body": truncate(ex.payload)})
+            log.info("request", extra={"body": truncate(_masked(own_key, ex.payload))})
         trace.route = ex.route.name
         trace.tenant = ex.key.tenant
         trace.fields.update(
@@ -129,7 +134,8 @@ class Door(TracedEndpoint):
                 finish_reason=ex.turn.finish_reason,
             )
             if self.rt.config.server.log_bodies:
-                log.info("response", extra={"body": truncate(_turn_summary(ex.turn))})
+                summary = _masked(own_key, _turn_summary(ex.turn))
+                log.info("response", extra={"body": truncate(summary)})
 
     async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
         rt = self.rt
@@ -380,6 +386,18 @@ def _passed_on(response: Response) -> list[tuple[str, str]]:
         for k, v in response_headers(response)
         if k.lower() not in ("content-type", "content-length")
     ]
+
+
+def client_key_mask(headers: list[tuple[str, str]]) -> KeyMask | None:
+    """A mask of the credentials the client sent (its `Authorization`,
+    `x-api-key` and the other credential headers), or None without any."""
+    return KeyMask.of(
+        credential_values((), [(k, v) for k, v in headers if k in CREDENTIAL_HEADERS])
+    )
+
+
+def _masked(mask: KeyMask | None, value: Any) -> Any:
+    return value if mask is None else mask.json(value)
 
 
 def _turn_summary(turn: Turn) -> dict[str, Any]:
