@@ -48,7 +48,9 @@ class StreamReader(Protocol):
     client. `state` is "open", then "done" or "failed". `seen_data`: a data
     event (not only keep-alives) came; `first_error`: the error object of a
     first event that is an error; `failure`: why the proxy ended the stream
-    (None while open, at a clean end, or when the upstream ended it itself)."""
+    (None while open, at a clean end, or when the upstream ended it itself);
+    `failed_after_data`: the proxy ended it after the client was given a data
+    event (in the same read, too), so the stream has begun."""
 
     @property
     def state(self) -> str: ...
@@ -61,6 +63,9 @@ class StreamReader(Protocol):
 
     @property
     def failure(self) -> StreamFailure | None: ...
+
+    @property
+    def failed_after_data(self) -> bool: ...
 
     @property
     def tap(self) -> Tap | None: ...
@@ -194,11 +199,8 @@ class StreamRelay:
         trace.outcome = "complete" if reader.state == DONE else "failed"
         if failure is not None:
             trace.upstream_error = FAILURE_KIND.get(failure.code, "malformed")
-        # a failure at an event after a data event of the same read (a
-        # reader that does not say so counts as failing at the first event)
-        late = getattr(reader, "failed_after_data", False) is True
         if held is not None and (
-            reader.first_error is not None or (failure is not None and not late)
+            reader.first_error is not None or (failure is not None and not reader.failed_after_data)
         ):
             # nothing was sent yet: a real status, not a 200 and an error event
             # (a failure the upstream announced itself after its first data

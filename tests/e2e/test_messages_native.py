@@ -389,3 +389,36 @@ def test_a_last_event_without_its_blank_line_still_ends_the_stream(
     assert names[-1] == "message_stop"
     assert "error" not in names
     assert stored["turns"][0]["complete"] is True
+
+
+def test_a_malformed_event_in_the_first_read_after_a_good_one_is_an_event(
+    upstream: FakeUpstream,
+) -> None:
+    """`message_start` and a broken event in one read: the client gets the
+    start, then an error event, as when they come apart; not a 502 that
+    drops what the upstream already answered."""
+    start = ev(
+        "message_start",
+        {
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-up",
+                "content": [],
+                "stop_reason": None,
+                "usage": {"input_tokens": 3, "output_tokens": 0},
+            }
+        },
+    )
+    upstream.script(
+        Stream([start + b"event: content_block_start\ndata: {not json\n\n"], done=False)
+    )
+    with running_proxy(native(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/messages", json=stream_body(), headers={"x-api-key": KEY}, timeout=30
+        )
+    assert r.status_code == 200
+    events = parse_events(r.content)
+    assert events[0][0] == "message_start"
+    assert events[-1][0] == "error"

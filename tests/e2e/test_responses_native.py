@@ -326,3 +326,19 @@ def test_a_relayed_responses_record_is_no_chain_for_another_route(upstream: Fake
         )
     assert continued.status_code == 400
     assert continued.json()["error"]["code"] == "previous_response_not_found"
+
+
+def test_a_malformed_event_in_the_first_read_after_a_good_one_is_an_event(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    """The good event and the broken one in one read: the client gets the
+    good one, then `response.failed`, as when they come apart; not a 502
+    that drops what the upstream already answered."""
+    created = TAGGED[: TAGGED.index(b"event: response.output_item.added")]
+    upstream.script(Stream([created + NOT_JSON], done=False))
+    r = httpx.post(f"{proxy.url}/responses", json=stream_body(), headers=KEY, timeout=30)
+    assert r.status_code == 200
+    assert r.content.startswith(b"event: response.created\n")
+    last = r.content.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
+    assert last.startswith(b"event: response.failed\n")
+    assert b"malformed_upstream_event" in last

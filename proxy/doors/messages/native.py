@@ -224,6 +224,8 @@ class NativeReader:
         self.seen_data = False
         self.first_error: Any = None  # the error of a first event that is one
         self.failure: StreamFailure | None = None  # why the proxy ended the stream
+        self.failed_after_data = False  # ...after a data event went to the client
+        self._wrote = False  # a data event (not a ping) went to the client
         self.tap = None  # the live view reads the chat path only
 
     def feed(self, data: bytes) -> bytes:
@@ -242,6 +244,7 @@ class NativeReader:
                 continue
             assert isinstance(ev, SSEEvent)
             out.append(self._event(ev))
+            self._wrote = self._wrote or ev.event != "ping"
         return b"".join(out)
 
     def finish(self) -> bytes:
@@ -253,7 +256,11 @@ class NativeReader:
             events = self._decoder.flush()
         except SSELineTooLong as exc:
             return self._fail(StreamFailure("upstream_line_too_long", str(exc)))
-        out = [self._event(ev) for ev in events if isinstance(ev, SSEEvent) and self.state == OPEN]
+        out = []
+        for ev in events:
+            if isinstance(ev, SSEEvent) and self.state == OPEN:
+                out.append(self._event(ev))
+                self._wrote = self._wrote or ev.event != "ping"
         if self.state == OPEN:
             message = "The upstream closed the stream before it finished."
             out.append(self._fail(StreamFailure("upstream_closed", message)))
@@ -395,6 +402,7 @@ class NativeReader:
         timeout, `api_error` for the rest)."""
         self.state = FAILED
         self.failure = failure
+        self.failed_after_data = self._wrote
         self.error = failure.code
         error = error_from_openai({"type": failure.type, "message": failure.message})
         return encode_event(orjson.dumps(error), "error")

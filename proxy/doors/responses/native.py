@@ -152,6 +152,8 @@ class NativeResponses:
         self.seen_data = False
         self.first_error: Any = None  # the error of a first event that is one
         self.failure: StreamFailure | None = None  # why the proxy ended the stream
+        self.failed_after_data = False  # ...after a data event went to the client
+        self._wrote = False  # a data event went to the client
         self.tap = None  # the live view reads the chat path only
 
     # -- streams -----------------------------------------------------------------------
@@ -208,6 +210,7 @@ class NativeResponses:
             return
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             out.append(encode_event(ev.data, ev.event))  # not ours to judge: as it came
+            self._wrote = True
             return
         kind = event["type"]
         if isinstance(event.get("response"), dict):
@@ -343,6 +346,7 @@ class NativeResponses:
         message (as on the chat-upstream path)."""
         self.state = FAILED
         self.failure = failure
+        self.failed_after_data = self._wrote
         base = self._response or {"id": "resp_unknown", "object": "response", "output": []}
         response = self._final({**base, "status": "failed"})
         response["error"] = error_of(failure.code, failure.message)
@@ -378,6 +382,7 @@ class NativeResponses:
     def _write(self, out: list[bytes], event: Json) -> None:
         event["sequence_number"] = self._seq
         self._seq += 1
+        self._wrote = True
         kind = str(event["type"]).encode()
         out += (b"event: ", kind, b"\ndata: ", orjson.dumps(event), b"\n\n")
 
