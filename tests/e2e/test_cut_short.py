@@ -34,10 +34,12 @@ import orjson
 import pytest
 
 from tests.casefiles import chunk, read_stream
+from tests.e2e.test_messages_native import anthropic_stream
 from tests.e2e.test_shutdown import Serve, assert_clean
 from tests.harness import FakeUpstream, Hang, Json, ProxyServer, Stream, running_proxy
 from tests.messages_wire import sdk_client
 from tests.stores.servers import wait_until
+from tests.test_responses_native import upstream_stream
 
 KEY = {"Authorization": "Bearer sk-cut-short"}
 IDLE = 1.0  # the route's idle timeout, seconds
@@ -348,7 +350,14 @@ def no_tracebacks(records: list[logging.LogRecord]) -> None:
             assert word not in text, text
 
 
-def check_after(base: str, conversation: str, got: Got, *, cut: bool | None) -> None:
+def check_after(
+    base: str,
+    conversation: str,
+    got: Got,
+    *,
+    cut: bool | None,
+    calls: tuple[str, ...] = ("call_cut1",),
+) -> None:
     """Once the proxy settled: the stored turn agrees with what the client
     got. `cut`: the upstream's answer (or the client's read of it) stopped
     before its end, so it must not be complete (None: it broke after its
@@ -361,7 +370,7 @@ def check_after(base: str, conversation: str, got: Got, *, cut: bool | None) -> 
         [turn] = stored  # a complete answer is never lost
         assert turn["complete"] is True, turn
         assert turn["content"].split() == got.text.split(), (turn, got.text)
-        assert turn["toolCallIds"] == got.call_ids == ["call_cut1"], turn
+        assert turn["toolCallIds"] == got.call_ids == list(calls), turn
     elif stored:
         assert stored[0]["complete"] is False, stored  # cut, and marked so
 
@@ -772,3 +781,85 @@ def test_sigterm_cuts_every_door_in_its_own_shape(tmp_path: Path, upstream: Fake
     finally:
         again.stop()
     assert_clean(again.output())
+
+
+# -- 6. the same cuts where the upstream speaks the door's own API (passed through) ---------
+
+
+def native_events() -> dict[str, tuple[str, list[bytes], tuple[str, ...]]]:
+    """door -> (the model its native route serves, the upstream's events, tool call ids)"""
+    responses = upstream_stream(["t0 ", "t1 ", "t2 ", "t3 "], call=True)
+    return {
+        "responses": (
+            "native-responses",
+            [e + b"\n\n" for e in responses.split(b"\n\n") if e],
+            ("call_1",),
+        ),
+        "messages": ("native-messages", list(anthropic_stream().chunks), ()),
+    }
+
+
+@pytest.fixture(scope="module")
+def native_proxy(cut_upstream: FakeUpstream) -> Iterator[ProxyServer]:
+    routes = [
+        {
+            "name": f"native-{api}",
+            "models": [f"native-{api}"],
+            "upstream": cut_upstream.url,
+            "api": api,
+            "timeouts": {"idle": IDLE, "connect": 2},
+        }
+        for api in ("responses", "messages")
+    ]
+    config = {
+        "server": {"upstream_max_in_flight": 2, "upstream_queue_timeout": 2},
+        "routes": routes,
+    }
+    with running_proxy(config) as proxy:
+        yield proxy
+
+
+NATIVE_FAULTS = ["close", "reset", "partial", "stall", "garbage", "leave", "complete"]
+
+
+@pytest.mark.parametrize("door", ["responses", "messages"])
+@pytest.mark.parametrize("fault", NATIVE_FAULTS)
+def test_a_passed_through_stream_cut_short(
+    native_proxy: ProxyServer, up: FakeUpstream, logs: Any, door: str, fault: str
+) -> None:
+    model, events, calls = native_events()[door]
+    mid = len(events) // 2
+    answer = {
+        "close": Stream(events, delay=0.02, done=False, cut_after=mid),
+        "reset": Stream(events, delay=0.02, done=False, cut_after=mid, cut="reset"),
+        "partial": Stream(events, delay=0.02, done=False, cut_after=mid, cut="partial"),
+        "stall": Stream(events, delay=0.02, done=False, hang_after=mid),
+        "garbage": Stream(
+            [*events[:mid], b"data: {\xff not json\n\n", *events[mid:]], delay=0.02, done=False
+        ),
+        "leave": Stream(events, delay=0.05, done=False),
+        "complete": Stream(events, delay=0.02, done=False),
+    }[fault]
+    up.script(answer)
+    conv = conversation(f"native-{fault}")
+    body = {**request_body(door, True), "model": model}
+    leave_at = b"t1" if door == "responses" else b"think."
+    with (
+        httpx.Client(timeout=10) as client,
+        client.stream(
+            "POST", native_proxy.base + PATHS[door], json=body, headers=headers_for(conv)
+        ) as r,
+    ):
+        data = b""
+        for raw in r.iter_raw():
+            data += raw
+            if fault == "leave" and leave_at in data:
+                break
+        status = r.status_code
+    if fault == "leave":
+        got = Got("left")
+        assert up.disconnected.wait(10), "the upstream connection stayed open"
+    else:
+        got = judge(door, True, status, data)
+        assert got.kind == ("complete" if fault == "complete" else "error"), data
+    check_after(native_proxy.base, conv, got, cut=fault != "complete", calls=calls)
