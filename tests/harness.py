@@ -10,6 +10,7 @@ import os
 import random
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -136,6 +137,9 @@ class Stream:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     cut_after: int | None = None  # close the connection after this many events
+    # how: "close" (a FIN), "reset" (a RST), or "partial" (the next event's
+    # chunk head and half its bytes, then a FIN: a truncated chunked body)
+    cut: str = "close"
     hang_after: int | None = None  # stop sending (keep the connection) after this many
     # wait for `gate` (set by the test) after this many events: a test reads
     # a state mid-stream without racing the stream's timing
@@ -149,6 +153,10 @@ class Json:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    # send the Content-Length of the whole body, only this many bytes of it,
+    # then close ("close") or reset ("reset") the connection
+    cut_at: int | None = None
+    cut: str = "close"
 
 
 @dataclass
@@ -168,6 +176,20 @@ class Received:
     @property
     def json(self) -> Any:
         return json.loads(self.body)
+
+
+def _cut(request: web.Request, how: str, partial: bytes = b"") -> None:
+    """End the connection mid-answer: a FIN, a RST, or a chunk cut in half."""
+    transport = request.transport
+    assert transport is not None
+    if how == "reset":
+        sock = transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
+        return
+    if how == "partial":
+        transport.write(f"{len(partial):x}\r\n".encode() + partial[: len(partial) // 2])
+    transport.close()
 
 
 def _peer(request: web.Request) -> tuple[str, int] | None:
@@ -289,6 +311,16 @@ class FakeUpstream:
             raw = (
                 answer.body if isinstance(answer.body, bytes) else json.dumps(answer.body).encode()
             )
+            if answer.cut_at is not None:
+                cut = web.StreamResponse(
+                    status=answer.status,
+                    headers={"Content-Type": "application/json", **answer.headers},
+                )
+                cut.content_length = len(raw)
+                await cut.prepare(request)
+                await cut.write(raw[: answer.cut_at])
+                _cut(request, answer.cut)
+                return cut
             return web.Response(
                 body=raw,
                 status=answer.status,
@@ -305,7 +337,7 @@ class FakeUpstream:
             events.append(b"data: [DONE]\n\n")
         for n, event in enumerate(events):
             if answer.cut_after is not None and n >= answer.cut_after:
-                request.transport.close()  # type: ignore[union-attr]
+                _cut(request, answer.cut, event)
                 return response
             if answer.hang_after is not None and n >= answer.hang_after:
                 await asyncio.sleep(3600)
