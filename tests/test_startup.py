@@ -5,11 +5,13 @@ that is only down (Redis not up yet) still starts, not ready until it is."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
@@ -157,3 +159,56 @@ def test_a_redis_that_is_down_still_starts_and_is_not_ready(
         ready = httpx.get(proxy.base + "/readyz", timeout=5)
         assert ready.status_code == 503
     wait_until(lambda: "reasoning-proxy listening" in proxy.log.read_text(), what="the banner")
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port another process's server already listens on."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        yield int(other.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["serve", "--upstream", UPSTREAM],
+        ["serve", "--upstream", UPSTREAM, "--workers", "2", "--store", "sqlite:///busy.db"],
+        ["demo"],
+    ],
+    ids=["serve", "serve-workers", "demo"],
+)
+def test_a_busy_port_stops_start_up_before_the_banner(
+    command: list[str], busy_port: int, tmp_path: Path
+) -> None:
+    result = run(*command, "--port", str(busy_port), cwd=tmp_path)
+    assert_refused(result, f"cannot listen on 127.0.0.1:{busy_port}", "in use")
+    assert result.stdout == ""  # no banner at all
+
+
+def test_an_address_this_machine_does_not_have_stops_start_up() -> None:
+    # 192.0.2.0/24 is reserved for documentation: no machine has it
+    result = run("serve", "--upstream", UPSTREAM, "--host", "192.0.2.1", "--port", "8787")
+    assert_refused(result, "cannot listen on 192.0.2.1:8787")
+    assert result.stdout == ""
+
+
+def test_port_0_prints_the_port_it_listens_on() -> None:
+    command = [sys.executable, "-m", "proxy", "serve", "--upstream", UPSTREAM, "--port", "0"]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env()
+    ) as process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            pattern = r"reasoning-proxy listening on http://127\.0\.0\.1:(\d+) .*\n"
+            match = re.fullmatch(pattern, line)
+            assert match, line
+            port = int(match[1])
+            assert port != 0
+            # the banner comes once the socket listens: it answers from now on
+            assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+        finally:
+            process.terminate()
+            assert process.wait(20) == 0
