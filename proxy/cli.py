@@ -26,7 +26,7 @@ from proxy.config import (
     Config,
     Secret,
     describe,
-    load_config,
+    load_serve_config,
     upstream_config,
     with_overrides,
 )
@@ -138,7 +138,7 @@ def resolve_serve_config(args: argparse.Namespace, env: dict[str, str] | None = 
             "per route"
         )
     if path:
-        config = load_config(path, env)
+        config = load_serve_config(path, env)
     elif upstream:
         config = upstream_config(upstream, env, dialect, implicit)
     else:
@@ -288,7 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check-config":
             # what `serve --config FILE` would run: the environment's store
             # URL overrides the file's there, so it does here
-            config = with_overrides(load_config(args.file), store_url=os.environ.get(ENV_STORE))
+            config = with_overrides(
+                load_serve_config(args.file), store_url=os.environ.get(ENV_STORE)
+            )
             from proxy.upstream import check_client
 
             # every check `serve` makes before it starts

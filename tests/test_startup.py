@@ -4,6 +4,7 @@ that is only down (Redis not up yet) still starts, not ready until it is."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from proxy.config import ENV_CONFIG
 from tests.harness import free_port
 from tests.stores.servers import ProxyProcess, wait_until
 
@@ -29,13 +31,16 @@ def env() -> dict[str, str]:
 
 
 def run(
-    *args: str, cwd: Path | None = None, prefix: Sequence[str] = ()
+    *args: str,
+    cwd: Path | None = None,
+    prefix: Sequence[str] = (),
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*prefix, sys.executable, "-m", "proxy", *args],
         capture_output=True,
         text=True,
-        env=env(),
+        env={**env(), **(extra_env or {})},
         cwd=cwd,
         timeout=20,  # a refused start ends at once; this only stops a hung one
         check=False,
@@ -212,3 +217,43 @@ def test_port_0_prints_the_port_it_listens_on() -> None:
         finally:
             process.terminate()
             assert process.wait(20) == 0
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "key"),
+    [
+        ("REASONING_PROXY_DIALECT", "kimi", "dialect"),
+        ("REASONING_PROXY_IMPLICIT_OPEN_TAG", "1", "implicit_open_tag"),
+    ],
+)
+def test_a_variable_of_the_upstream_route_beside_a_config_file_stops_start_up(
+    tmp_path: Path, variable: str, value: str, key: str
+) -> None:
+    config = tmp_path / "proxy.yaml"
+    config.write_text(f"routes:\n  - name: main\n    upstream: {UPSTREAM}\n")
+    extra = {variable: value}
+    served = run("serve", "--config", str(config), "--port", str(free_port()), extra_env=extra)
+    line = assert_refused(served, variable, str(config), f"{key}: ${{{variable}}}")
+    assert "Traceback" not in served.stderr
+    # by the environment too, and check-config says the same
+    served = run("serve", "--port", str(free_port()), extra_env={**extra, ENV_CONFIG: str(config)})
+    assert assert_refused(served) == line
+    assert assert_refused(run("check-config", str(config), extra_env=extra)) == line
+
+
+def test_a_file_that_reads_the_dialect_variable_gets_it(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.yaml"
+    config.write_text(
+        f"routes:\n  - name: main\n    upstream: {UPSTREAM}\n"
+        "    dialect: ${REASONING_PROXY_DIALECT}\n"
+    )
+    checked = run("check-config", str(config), extra_env={"REASONING_PROXY_DIALECT": "kimi"})
+    assert checked.returncode == 0, checked.stderr
+    (route,) = json.loads(checked.stdout)["routes"]
+    assert route["dialect"] == "kimi"
+    # `auto` and an empty value change nothing: no refusal
+    for value in ("auto", ""):
+        plain = tmp_path / "plain.yaml"
+        plain.write_text(f"routes:\n  - name: main\n    upstream: {UPSTREAM}\n")
+        ok = run("check-config", str(plain), extra_env={"REASONING_PROXY_DIALECT": value})
+        assert ok.returncode == 0, ok.stderr
