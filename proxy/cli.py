@@ -9,6 +9,7 @@ import logging
 import os
 import secrets
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -25,7 +26,7 @@ from proxy.config import (
     Config,
     Secret,
     describe,
-    load_config,
+    load_serve_config,
     upstream_config,
     with_overrides,
 )
@@ -137,7 +138,7 @@ def resolve_serve_config(args: argparse.Namespace, env: dict[str, str] | None = 
             "per route"
         )
     if path:
-        config = load_config(path, env)
+        config = load_serve_config(path, env)
     elif upstream:
         config = upstream_config(upstream, env, dialect, implicit)
     else:
@@ -207,9 +208,7 @@ def banner(config: Config) -> str:
 
 def serve(config: Config, args: argparse.Namespace) -> None:
     from proxy import serving
-    from proxy.app import ENV_OVERRIDES, ENV_WORKER_SECRET, create_app
-    from proxy.observability import MULTIPROC_ENV, configure_logging
-    from proxy.runtime import RANDOM_SECRET_WARNING
+    from proxy.observability import configure_logging
     from proxy.upstream import check_client
 
     check_workers(config)
@@ -219,12 +218,33 @@ def serve(config: Config, args: argparse.Namespace) -> None:
     server = config.server
     configure_logging(server.log_level, server.log_format, config.secret_values())
     kind = store_kind(config.store.url)
+    # bound before the banner: a busy port is one error line, not a banner
+    # followed by uvicorn's log; `--port 0` then prints the port it got
+    sock = serving.listen(server.host, server.port)
+    try:
+        port = int(sock.getsockname()[1])
+        config = replace(config, server=server.model_copy(update={"port": port}))
+        _serve_on(sock, config, args, drawn=drawn, kind=kind)
+    finally:
+        sock.close()
+
+
+def _serve_on(
+    sock: socket.socket, config: Config, args: argparse.Namespace, *, drawn: bool, kind: str
+) -> None:
+    from proxy import serving
+    from proxy.app import ENV_OVERRIDES, ENV_WORKER_SECRET, create_app
+    from proxy.observability import MULTIPROC_ENV
+    from proxy.runtime import RANDOM_SECRET_WARNING
+
+    server = config.server
     print(banner(config), flush=True)
     if drawn and kind != "memory":
         # with the memory store nothing outlives the process, and there is
         # only one process: a random secret loses nothing there
         log.warning(RANDOM_SECRET_WARNING)
     common: dict[str, Any] = {
+        "sockets": [sock],
         "host": server.host,
         "port": server.port,
         "log_level": server.log_level,
@@ -268,7 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "check-config":
             # what `serve --config FILE` would run: the environment's store
             # URL overrides the file's there, so it does here
-            config = with_overrides(load_config(args.file), store_url=os.environ.get(ENV_STORE))
+            config = with_overrides(
+                load_serve_config(args.file), store_url=os.environ.get(ENV_STORE)
+            )
             from proxy.upstream import check_client
 
             # every check `serve` makes before it starts

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -529,6 +529,54 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {_yaml_error(exc)}") from None
     return build_config(data, env=env, source=str(path))
+
+
+class _Reads(Mapping[str, str]):
+    """An environment that remembers the names looked up in it."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = env
+        self.names: set[str] = set()
+
+    def __getitem__(self, name: str) -> str:
+        self.names.add(name)
+        return self._env[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._env)
+
+    def __len__(self) -> int:
+        return len(self._env)
+
+
+def _upstream_route_variable(name: str, value: str) -> str | None:
+    """The route key a variable of the `--upstream` route stands for, when
+    its value would change that route (None: not such a variable, or a
+    value that changes nothing)."""
+    if name == ENV_DIALECT and value not in ("", "auto"):
+        return "dialect"
+    if name == ENV_IMPLICIT_OPEN_TAG and value.lower() in ("1", "true", "yes"):
+        return "implicit_open_tag"
+    return None
+
+
+def load_serve_config(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
+    """`load_config` for `serve --config` (and `check-config`): a variable
+    that sets the `--upstream` route (REASONING_PROXY_DIALECT,
+    REASONING_PROXY_IMPLICIT_OPEN_TAG) is refused beside a file, as
+    `--dialect` is, since the file's routes would silently not follow it;
+    unless the file reads it itself (`dialect: ${REASONING_PROXY_DIALECT}`)."""
+    env = os.environ if env is None else env
+    reads = _Reads(env)
+    config = load_config(path, reads)
+    for name, value in env.items():
+        key = _upstream_route_variable(name, value)
+        if key is not None and name not in reads.names:
+            raise ConfigError(
+                f"{name} sets the --upstream route's {key}, and {path} has its own routes: "
+                f"unset it, or write {key}: ${{{name}}} on the routes it is meant for"
+            )
+    return config
 
 
 def upstream_config(

@@ -46,12 +46,33 @@ import uvicorn
 from uvicorn.supervisors import multiprocess
 
 from proxy.app import ProxyApp
+from proxy.errors import ConfigError
 from proxy.runtime import Runtime
 
 # Seconds uvicorn's own shutdown waits, after the drain, for connections to
 # close before it cancels what is left (nothing should be left by then).
 CLOSE_SECONDS = 5
 STARTUP_FAILURE = 3  # the exit status uvicorn uses for a server that did not start
+BACKLOG = 2048  # uvicorn's default
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on `host:port`, made before anything says it
+    listens: a busy port or an address this machine does not have is one
+    clear error (exit status 2) instead of a banner followed by uvicorn's
+    log. Inheritable, for the worker processes."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        raise ConfigError(f"cannot listen on {host}:{port}: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def runtime_of(app: Any) -> Runtime | None:
@@ -140,8 +161,8 @@ def _draining_workers() -> Iterator[None]:
         multiprocess.Process = original  # type: ignore[misc]
 
 
-def _run_workers(config: uvicorn.Config) -> None:
-    sock = config.bind_socket()
+def _run_workers(config: uvicorn.Config, sockets: list[socket.socket] | None) -> None:
+    sock = sockets[0] if sockets else config.bind_socket()
     try:
         if "target" in inspect.signature(multiprocess.Multiprocess).parameters:
             # uvicorn before its supervisor built the workers' servers itself
@@ -152,7 +173,8 @@ def _run_workers(config: uvicorn.Config) -> None:
             with _draining_workers():
                 multiprocess.Multiprocess(config, sockets=[sock]).run()
     finally:
-        sock.close()
+        if not sockets:
+            sock.close()  # the caller closes its own
 
 
 def run(
@@ -164,7 +186,8 @@ def run(
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain and return. `app` is the
     app, or with several workers the import string of a factory that each
-    worker calls; `options` are uvicorn.Config's."""
+    worker calls; `sockets`: where to serve (from `listen`), else uvicorn
+    binds host and port itself; `options` are uvicorn.Config's."""
     config = uvicorn.Config(
         app,
         workers=workers,
@@ -175,7 +198,7 @@ def run(
     # a Ctrl-C before the signal handlers are in place just stops (as uvicorn.run)
     if workers > 1:
         with contextlib.suppress(KeyboardInterrupt):
-            _run_workers(config)
+            _run_workers(config, sockets)
         return
     server = DrainingServer(config)
     with contextlib.suppress(KeyboardInterrupt):

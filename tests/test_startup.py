@@ -4,17 +4,21 @@ that is only down (Redis not up yet) still starts, not ready until it is."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
 import pytest
 
+from proxy.config import ENV_CONFIG
 from tests.harness import free_port
 from tests.stores.servers import ProxyProcess, wait_until
 
@@ -27,13 +31,16 @@ def env() -> dict[str, str]:
 
 
 def run(
-    *args: str, cwd: Path | None = None, prefix: Sequence[str] = ()
+    *args: str,
+    cwd: Path | None = None,
+    prefix: Sequence[str] = (),
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*prefix, sys.executable, "-m", "proxy", *args],
         capture_output=True,
         text=True,
-        env=env(),
+        env={**env(), **(extra_env or {})},
         cwd=cwd,
         timeout=20,  # a refused start ends at once; this only stops a hung one
         check=False,
@@ -157,3 +164,96 @@ def test_a_redis_that_is_down_still_starts_and_is_not_ready(
         ready = httpx.get(proxy.base + "/readyz", timeout=5)
         assert ready.status_code == 503
     wait_until(lambda: "reasoning-proxy listening" in proxy.log.read_text(), what="the banner")
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port another process's server already listens on."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        yield int(other.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["serve", "--upstream", UPSTREAM],
+        ["serve", "--upstream", UPSTREAM, "--workers", "2", "--store", "sqlite:///busy.db"],
+        ["demo"],
+    ],
+    ids=["serve", "serve-workers", "demo"],
+)
+def test_a_busy_port_stops_start_up_before_the_banner(
+    command: list[str], busy_port: int, tmp_path: Path
+) -> None:
+    result = run(*command, "--port", str(busy_port), cwd=tmp_path)
+    assert_refused(result, f"cannot listen on 127.0.0.1:{busy_port}", "in use")
+    assert result.stdout == ""  # no banner at all
+
+
+def test_an_address_this_machine_does_not_have_stops_start_up() -> None:
+    # 192.0.2.0/24 is reserved for documentation: no machine has it
+    result = run("serve", "--upstream", UPSTREAM, "--host", "192.0.2.1", "--port", "8787")
+    assert_refused(result, "cannot listen on 192.0.2.1:8787")
+    assert result.stdout == ""
+
+
+def test_port_0_prints_the_port_it_listens_on() -> None:
+    command = [sys.executable, "-m", "proxy", "serve", "--upstream", UPSTREAM, "--port", "0"]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env()
+    ) as process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            pattern = r"reasoning-proxy listening on http://127\.0\.0\.1:(\d+) .*\n"
+            match = re.fullmatch(pattern, line)
+            assert match, line
+            port = int(match[1])
+            assert port != 0
+            # the banner comes once the socket listens: it answers from now on
+            assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+        finally:
+            process.terminate()
+            assert process.wait(20) == 0
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "key"),
+    [
+        ("REASONING_PROXY_DIALECT", "kimi", "dialect"),
+        ("REASONING_PROXY_IMPLICIT_OPEN_TAG", "1", "implicit_open_tag"),
+    ],
+)
+def test_a_variable_of_the_upstream_route_beside_a_config_file_stops_start_up(
+    tmp_path: Path, variable: str, value: str, key: str
+) -> None:
+    config = tmp_path / "proxy.yaml"
+    config.write_text(f"routes:\n  - name: main\n    upstream: {UPSTREAM}\n")
+    extra = {variable: value}
+    served = run("serve", "--config", str(config), "--port", str(free_port()), extra_env=extra)
+    line = assert_refused(served, variable, str(config), f"{key}: ${{{variable}}}")
+    assert "Traceback" not in served.stderr
+    # by the environment too, and check-config says the same
+    served = run("serve", "--port", str(free_port()), extra_env={**extra, ENV_CONFIG: str(config)})
+    assert assert_refused(served) == line
+    assert assert_refused(run("check-config", str(config), extra_env=extra)) == line
+
+
+def test_a_file_that_reads_the_dialect_variable_gets_it(tmp_path: Path) -> None:
+    config = tmp_path / "proxy.yaml"
+    config.write_text(
+        f"routes:\n  - name: main\n    upstream: {UPSTREAM}\n"
+        "    dialect: ${REASONING_PROXY_DIALECT}\n"
+    )
+    checked = run("check-config", str(config), extra_env={"REASONING_PROXY_DIALECT": "kimi"})
+    assert checked.returncode == 0, checked.stderr
+    (route,) = json.loads(checked.stdout)["routes"]
+    assert route["dialect"] == "kimi"
+    # `auto` and an empty value change nothing: no refusal
+    for value in ("auto", ""):
+        plain = tmp_path / "plain.yaml"
+        plain.write_text(f"routes:\n  - name: main\n    upstream: {UPSTREAM}\n")
+        ok = run("check-config", str(plain), extra_env={"REASONING_PROXY_DIALECT": value})
+        assert ok.returncode == 0, ok.stderr

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import socket
 import textwrap
 from collections.abc import Mapping
 from typing import Any
@@ -160,21 +159,6 @@ def _delay(env: Mapping[str, str]) -> float:
     return value / 1000
 
 
-def _listen(host: str, port: int) -> socket.socket:
-    """Bind before building the config: `--port 0` then names the real port
-    (the routes must point at it), and a busy port fails before any output."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock.set_inheritable(True)
-    return sock
-
-
 def run_demo(args: argparse.Namespace) -> None:
     from proxy import serving
     from proxy.app import create_app
@@ -183,7 +167,9 @@ def run_demo(args: argparse.Namespace) -> None:
     env = dict(os.environ)
     host = args.host or DEFAULT_HOST
     delay = _delay(env)
-    sock = _listen(host, DEFAULT_PORT if args.port is None else args.port)
+    # bound before the config is built: `--port 0` then names the real port
+    # (the routes must point at it)
+    sock = serving.listen(host, DEFAULT_PORT if args.port is None else args.port)
     try:
         port = int(sock.getsockname()[1])
         config = build_demo_config(host, port, store=args.store or env.get(ENV_STORE), env=env)
@@ -239,11 +225,12 @@ def run_simulator(args: argparse.Namespace) -> None:
     import uvicorn
 
     from proxy.observability import configure_logging
+    from proxy.serving import listen
 
     env = dict(os.environ)
     host = args.host or DEFAULT_HOST
     delay = _delay(env)
-    sock = _listen(host, SIMULATOR_PORT if args.port is None else args.port)
+    sock = listen(host, SIMULATOR_PORT if args.port is None else args.port)
     try:
         port = int(sock.getsockname()[1])
         level = args.log_level or "info"

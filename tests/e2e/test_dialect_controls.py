@@ -370,3 +370,20 @@ def test_a_header_that_turns_reasoning_on_wins_over_the_bodys_off_switch(
     # a header that turns reasoning on adds no switch where the body has none
     _, sent = send(served, model, ON)
     assert key not in sent
+
+
+@pytest.mark.parametrize("model", ["some-model@openai", "llama-3@fireworks"])
+@pytest.mark.parametrize("body_effort", ["high", "low", "none"])
+def test_off_without_an_off_switch_leaves_the_bodys_effort_and_says_so(
+    served: tuple[FakeUpstream, ProxyServer], model: str, body_effort: str
+) -> None:
+    """The proxy cannot turn this model's reasoning off: the body's own
+    effort goes as the client sent it (dropping it would let the upstream's
+    default, perhaps more reasoning, decide), and the response says the
+    switch was not honoured."""
+    response, sent = send(served, model, OFF, reasoning_effort=body_effort)
+    assert response.status_code == 200
+    assert {k: v for k, v in sent.items() if k not in ("model", "messages")} == {
+        "reasoning_effort": body_effort
+    }
+    assert response.headers["x-reasoning-ignored"] == "enabled"
