@@ -387,3 +387,17 @@ def test_off_without_an_off_switch_leaves_the_bodys_effort_and_says_so(
         "reasoning_effort": body_effort
     }
     assert response.headers["x-reasoning-ignored"] == "enabled"
+
+
+@pytest.mark.parametrize("model", ["qwen/qwen3-32b@groq", "openai/gpt-oss-20b@groq"])
+def test_groq_gets_the_bodys_own_reasoning_format_and_none_added(
+    served: tuple[FakeUpstream, ProxyServer], model: str
+) -> None:
+    """Groq's `reasoning_format` (parsed, raw, hidden) says where reasoning
+    comes back; every shape is read, so the proxy adds none of its own and
+    passes the client's."""
+    for headers in ({}, effort("high"), OFF):
+        _, sent = send(served, model, headers)
+        assert "reasoning_format" not in sent
+        _, sent = send(served, model, headers, reasoning_format="parsed")
+        assert sent["reasoning_format"] == "parsed"
