@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from proxy.config import CREDENTIAL_HEADERS, Route
+from proxy.config import CREDENTIAL_HEADERS, Route, Secret
 from proxy.dialects import (
     DEFAULT_DIALECT,
     DIALECTS,
@@ -29,7 +29,14 @@ from proxy.dialects import (
     dialect_for,
     plan_params,
 )
-from proxy.errors import BadRequest, NotFound, Unauthorized, UnknownProfile, require_type
+from proxy.errors import (
+    BadRequest,
+    Forbidden,
+    NotFound,
+    Unauthorized,
+    UnknownProfile,
+    require_type,
+)
 from proxy.history.context import EgressPlan
 from proxy.history.keys import ConversationKey, credential
 from proxy.live import TurnWatcher
@@ -174,7 +181,9 @@ class Planner:
             payload=payload,
             plan=plan,
             stream=payload.get("stream") is True,
-            upstream_headers=upstream_headers(headers, route, json=True),
+            upstream_headers=upstream_headers(
+                headers, route, json=True, admin=rt.config.admin_token
+            ),
             extra_headers=extra,
             dialect=dialect,
         )
@@ -252,21 +261,32 @@ def client_authorization(headers: Sequence[tuple[str, str]], required: bool) -> 
     return authorization
 
 
+ADMIN_NOT_FORWARDED = (
+    "The admin token is this proxy's own secret and is never sent upstream: "
+    "send the upstream's key, or give the route its own api_key."
+)
+
+
 def upstream_headers(
-    headers: list[tuple[str, str]], route: Route, *, json: bool
+    headers: list[tuple[str, str]], route: Route, *, json: bool, admin: Secret | None = None
 ) -> list[tuple[str, str]]:
     """The client's headers minus hop-by-hop ones and the proxy's own, its
     credential as it came; when the route has its own key (`api_key`, or a
     credential in its `headers:`), that key alone (none of the client's
     credential headers go), and the route's own headers are added. `json`:
     the proxy writes the body (its content type is JSON whatever the client
-    said)."""
+    said). A client credential that holds the `admin` token is refused (403)
+    where it would go upstream."""
     keyed = route.keyed
     out = [
         (k, v)
         for k, v in strip_hop_by_hop(headers)
         if not k.startswith(OWN_HEADERS) and not (keyed and k in CREDENTIAL_HEADERS)
     ]
+    if admin is not None and not keyed:
+        token = admin.get()
+        if any(k in CREDENTIAL_HEADERS and token in v for k, v in out):
+            raise Forbidden(ADMIN_NOT_FORWARDED, code="admin_token_not_forwarded")
     if json:
         out = [(k, v) for k, v in out if k != "content-type"]
         out.append(("content-type", "application/json"))

@@ -133,7 +133,7 @@ class AnthropicModelsEndpoint(TracedEndpoint):
             for k, v in headers
             if not k.startswith("anthropic-") and k not in ("content-length", "content-type")
         ]
-        out = upstream_headers(chat, route, json=False)
+        out = upstream_headers(chat, route, json=False, admin=self.rt.config.admin_token)
         trace.upstream_started()
         async with self.rt.upstream.request(route, "GET", "/models", out, None) as response:
             trace.upstream_first_byte()

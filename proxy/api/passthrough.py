@@ -115,7 +115,7 @@ class PassthroughEndpoint(TracedEndpoint):
         headers: list[tuple[str, str]],
         body: bytes,
     ) -> None:
-        out = upstream_headers(headers, route, json=False)
+        out = upstream_headers(headers, route, json=False, admin=self.rt.config.admin_token)
         send = trace.send
         mask = self.rt.key_mask
         trace.upstream_started()

@@ -37,7 +37,9 @@ def credential(authorization: str | None) -> str | None:
     """The credential in an Authorization header value (`Bearer` stripped)."""
     if not authorization:
         return None
-    scheme, _, rest = authorization.strip().partition(" ")
+    # the scheme ends at any whitespace: `Bearer<TAB>key` is the key's tenant too
+    scheme, *after = authorization.strip().split(None, 1)
+    rest = after[0] if after else ""
     if scheme.lower() in _SCHEMES and not rest.strip():
         return None  # a scheme without its credential is no key
     token = rest.strip() if scheme.lower() == "bearer" else authorization.strip()

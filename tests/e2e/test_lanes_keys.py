@@ -280,3 +280,48 @@ def test_no_client_credential_reaches_a_keyed_route_by_any_door(
         own = request.headers.get("x-api-key" if api == "messages" else "authorization")
         assert own is not None
         assert ROUTE_KEY in own
+
+
+ADMIN = "adm-lane-0123456789"
+
+
+def test_the_admin_token_is_never_sent_upstream(upstream: FakeUpstream) -> None:
+    """On a route without its own key the client's credential goes upstream
+    as it came; the admin token (the proxy's own secret, which reads every
+    tenant) is refused there, on every door and the pass-through, with
+    nothing sent. On a keyed route it goes nowhere, so it is served."""
+    config = route_config(upstream, top={"server": {"admin_token": ADMIN}})
+    as_bearer = {"Authorization": f"Bearer {ADMIN}"}
+    with running_proxy(config) as proxy:
+        oai = openai.OpenAI(base_url=proxy.url, api_key=ADMIN, max_retries=0)
+        with pytest.raises(openai.PermissionDeniedError) as chat:
+            oai.chat.completions.create(model="m", messages=MESSAGES)  # type: ignore[arg-type]
+        with pytest.raises(openai.PermissionDeniedError) as responses:
+            oai.responses.create(model="m", input="hi")
+        claude = anthropic.Anthropic(base_url=proxy.base, api_key=ADMIN, max_retries=0)
+        with pytest.raises(anthropic.PermissionDeniedError):
+            claude.messages.create(model="m", max_tokens=5, messages=MESSAGES)  # type: ignore[arg-type]
+        passed = httpx.get(f"{proxy.url}/models", headers=as_bearer)
+        in_another = httpx.get(f"{proxy.url}/files", headers={"api-key": f"x{ADMIN}x"})
+        # its own work is served as before
+        listed = httpx.get(f"{proxy.url}/conversations", headers=as_bearer)
+    assert upstream.requests == []
+    assert chat.value.code == "admin_token_not_forwarded"
+    assert responses.value.code == "admin_token_not_forwarded"
+    assert passed.status_code == 403
+    assert in_another.status_code == 403
+    assert ADMIN not in passed.text
+    assert listed.status_code == 200
+    keyed = route_config(
+        upstream, api_key="rk-lane-admin-0001", top={"server": {"admin_token": ADMIN}}
+    )
+    with running_proxy(keyed) as proxy:
+        upstream.script(Json({"choices": [{"message": {"role": "assistant", "content": "ok"}}]}))
+        served = httpx.post(
+            f"{proxy.url}/chat/completions",
+            json={"model": "m", "messages": MESSAGES},
+            headers=as_bearer,
+        )
+    assert served.status_code == 200
+    [sent] = upstream.requests
+    assert ADMIN not in str(sent.headers)

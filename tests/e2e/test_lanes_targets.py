@@ -92,6 +92,7 @@ def test_one_key_is_one_tenant_in_every_spelling_and_others_see_nothing(
         same = [
             {"Authorization": f"Bearer {key}"},
             {"Authorization": f"bearer   {key}"},
+            {"Authorization": f"Bearer\t{key}"},
             {"x-api-key": key},
             {"Authorization": "", "x-api-key": key},
         ]
