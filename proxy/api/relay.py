@@ -50,7 +50,8 @@ class StreamReader(Protocol):
     first event that is an error; `failure`: why the proxy ended the stream
     (None while open, at a clean end, or when the upstream ended it itself);
     `failed_after_data`: the proxy ended it after the client was given a data
-    event (in the same read, too), so the stream has begun."""
+    event (in the same read, too), so the stream has begun; `finished`: the
+    answer is whole before the stream's own end (a finish_reason came)."""
 
     @property
     def state(self) -> str: ...
@@ -66,6 +67,9 @@ class StreamReader(Protocol):
 
     @property
     def failed_after_data(self) -> bool: ...
+
+    @property
+    def finished(self) -> bool: ...
 
     @property
     def tap(self) -> Tap | None: ...
@@ -192,7 +196,9 @@ class StreamRelay:
                         await send({"type": "http.response.body", "body": out, "more_body": True})
                         send = trace.inner  # the trace has seen the first byte
         except UpstreamReadError as exc:
-            out = reader.abort(read_failure(exc))
+            # after a finish_reason the answer is whole: a connection that
+            # breaks then ends it as a close without [DONE] does
+            out = reader.finish() if reader.finished else reader.abort(read_failure(exc))
         if tap is not None and tap.pairs and watcher is not None:
             watcher.deltas(tap.pairs)
         failure = reader.failure

@@ -515,9 +515,8 @@ def test_the_client_leaves_right_after_the_last_event(
 
 # -- 2. the upstream breaks --------------------------------------------------------------------
 
-# name -> (the upstream's answer to a streamed request, whether it is cut:
-# None when the connection broke after the finish_reason, where an error and
-# a complete answer are both right, as long as the store agrees)
+# name -> (the upstream's answer to a streamed request, whether it is cut;
+# a connection that breaks after the finish_reason leaves a whole answer)
 UPSTREAM_FAULTS: dict[str, tuple[Any, bool | None]] = {
     "close-mid-reasoning": (stream(cut_after=MID_REASONING), True),
     "reset-mid-text": (stream(cut_after=MID_TEXT, cut="reset"), True),
@@ -535,8 +534,8 @@ UPSTREAM_FAULTS: dict[str, tuple[Any, bool | None]] = {
         Stream([*EVENTS[:MID_ARGS], b"data: \x00\x01\x02 not json\n\n"], delay=0.02, done=False),
         True,
     ),
-    "close-after-the-finish": (stream(cut_after=AFTER_FINISH), None),
-    "reset-after-the-finish": (stream(cut_after=AFTER_FINISH, cut="reset"), None),
+    "close-after-the-finish": (stream(cut_after=AFTER_FINISH), False),
+    "reset-after-the-finish": (stream(cut_after=AFTER_FINISH, cut="reset"), False),
     "no-done-after-the-finish": (stream(done=False), False),
     "complete": (stream(), False),
 }

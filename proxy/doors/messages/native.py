@@ -228,6 +228,11 @@ class NativeReader:
         self._wrote = False  # a data event (not a ping) went to the client
         self.tap = None  # the live view reads the chat path only
 
+    @property
+    def finished(self) -> bool:
+        """Never before the stream's own last event: that event ends it."""
+        return False
+
     def feed(self, data: bytes) -> bytes:
         if self.state != OPEN:
             return b""

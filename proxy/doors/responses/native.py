@@ -156,6 +156,11 @@ class NativeResponses:
         self._wrote = False  # a data event went to the client
         self.tap = None  # the live view reads the chat path only
 
+    @property
+    def finished(self) -> bool:
+        """Never before the stream's own last event: that event ends it."""
+        return False
+
     # -- streams -----------------------------------------------------------------------
 
     def feed(self, data: bytes) -> bytes:
