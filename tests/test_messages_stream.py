@@ -588,3 +588,58 @@ def test_any_interleaving_keeps_anthropics_block_order(data: st.DataObject) -> N
     assert "".join(b.text for b in message.content if b.type == "text") == "".join(texts)  # type: ignore[union-attr]
     assert message.content[0].type == "thinking"
     assert message.stop_reason == "tool_use"
+
+
+# -- the legacy function_call --------------------------------------------------------
+
+LEGACY = b"".join(
+    [
+        sse(
+            chunk(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "get_weather", "arguments": ""},
+                }
+            )
+        ),
+        sse(chunk({"function_call": {"arguments": '{"city":'}})),
+        sse(chunk({"function_call": {"arguments": ' "Paris"}'}})),
+        sse(chunk({}, "function_call")),
+        b"data: [DONE]\n\n",
+    ]
+)
+
+
+def test_a_legacy_function_call_streams_as_a_tool_use_block() -> None:
+    # the regression: the call was dropped, the message ended empty
+    events = parse_events(encode(LEGACY))
+    assert_blocks_in_order(events)
+    message = accumulate(events)
+    assert [(b.type, b.id, b.name, b.input) for b in message.content] == [  # type: ignore[union-attr]
+        ("tool_use", "toolu_test", "get_weather", {"city": "Paris"})
+    ]
+    assert message.stop_reason == "tool_use"
+    assert encode(LEGACY, [LEGACY[n : n + 1] for n in range(len(LEGACY))]) == encode(LEGACY)
+
+
+def test_a_whole_legacy_function_call_is_a_tool_use_block() -> None:
+    completion = {
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                },
+                "finish_reason": "function_call",
+            }
+        ],
+    }
+    message = encoder().message(completion)
+    assert message["content"] == [
+        {"type": "tool_use", "id": "toolu_test", "name": "get_weather", "input": {"city": "Paris"}}
+    ]
+    assert message["stop_reason"] == "tool_use"

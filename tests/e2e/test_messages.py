@@ -776,3 +776,65 @@ def test_a_client_gone_amid_interleaved_calls_leaves_the_turn_as_the_upstream_se
         {"id": "call_rome", "name": "get_weather", "arguments": '{"city": "Ro'},
         {"id": "call_oslo", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
     ]
+
+
+# -- an upstream that answers with the legacy function_call -------------------------
+
+
+def legacy_stream() -> Stream:
+    return Stream(
+        [
+            chunk(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "get_weather", "arguments": ""},
+                }
+            ),
+            chunk({"function_call": {"arguments": '{"city":'}}),
+            chunk({"function_call": {"arguments": ' "Paris"}'}}),
+            chunk({}, "function_call"),
+        ]
+    )
+
+
+def test_a_legacy_function_call_is_a_tool_use_block(upstream: FakeUpstream) -> None:
+    call = {"name": "get_weather", "arguments": '{"city": "Rome"}'}
+    upstream.script(
+        legacy_stream(),
+        Json(completion({"content": None, "function_call": call}, "function_call")),
+        Json(completion({"content": "Sunny."})),
+    )
+    question: list[dict[str, Any]] = [{"role": "user", "content": "Weather?"}]
+    with running_proxy(route_config(upstream)) as proxy:
+        sdk = client(proxy.base)
+        with sdk.messages.stream(
+            model="m",
+            max_tokens=100,
+            messages=question,  # type: ignore[arg-type]
+            tools=[WEATHER],  # type: ignore[list-item]
+        ) as s:
+            streamed = s.get_final_message()
+        whole = sdk.messages.create(model="m", max_tokens=100, messages=question, tools=[WEATHER])  # type: ignore[arg-type, list-item]
+        tool = whole.content[0]
+        assert tool.type == "tool_use"
+        # the call's result goes back as a tool result for the id the proxy gave
+        question += [
+            {"role": "assistant", "content": [tool.model_dump()]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": tool.id, "content": "sunny"}],
+            },
+        ]
+        sdk.messages.create(model="m", max_tokens=100, messages=question, tools=[WEATHER])  # type: ignore[arg-type, list-item]
+    for message, city in ((streamed, "Paris"), (whole, "Rome")):
+        assert [b.type for b in message.content] == ["tool_use"]
+        block = message.content[0]
+        assert block.type == "tool_use"
+        assert (block.name, block.input) == ("get_weather", {"city": city})
+        assert block.id.startswith("toolu_")
+        assert message.stop_reason == "tool_use"
+    assert streamed.content[0].id != whole.content[0].id  # type: ignore[union-attr]
+    sent = upstream.chat_requests()[2].json["messages"]
+    assert sent[1]["tool_calls"][0]["id"] == tool.id
+    assert sent[2] == {"role": "tool", "tool_call_id": tool.id, "content": "sunny"}

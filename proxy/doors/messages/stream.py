@@ -13,13 +13,14 @@ the upstream reports its own, in `message_delta`). Then one content block is
 open at a time, in the order the model began them (`proxy.doors.messages.
 blocks`): a delta of another kind (reasoning, text, a new tool call) closes
 the open one and opens the next, except that a tool call stays open until
-its arguments are whole, what begins meanwhile going out after it. A
-thinking block closes with a `signature_delta` carrying the sealed envelope
-of its text (and the upstream's own artefacts). The choice's `finish_reason` sends what is held;
-`[DONE]` closes the last block and sends `message_delta` (stop_reason,
-usage) and `message_stop`; an error event sends what is held, then becomes
-`event: error` and ends the stream (no `message_stop`). Chat comments
-(keep-alives) become `ping` events.
+its arguments are whole, what begins meanwhile going out after it. A legacy
+`function_call` delta is a tool call too (its id made up, one per message).
+A thinking block closes with a `signature_delta` carrying the sealed
+envelope of its text (and the upstream's own artefacts). The choice's
+`finish_reason` sends what is held; `[DONE]` closes the last block and
+sends `message_delta` (stop_reason, usage) and `message_stop`; an error
+event sends what is held, then becomes `event: error` and ends the stream
+(no `message_stop`). Chat comments (keep-alives) become `ping` events.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong
 OPEN, DONE, FAILED = "open", "done", "failed"
 _PING = b'event: ping\ndata: {"type":"ping"}\n\n'
 _STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
+_FUNCTION_CALL = "function_call"  # the legacy single call's key among the tool calls
 
 
 def message_id() -> str:
@@ -190,6 +192,9 @@ class MessagesEncoder:
                 chars += len(text)
         calls = message.get("tool_calls")
         calls = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+        legacy = message.get("function_call")  # the legacy single call
+        if isinstance(legacy, dict):
+            calls.append({"id": self._legacy_id(), "function": legacy})
         for call in calls:
             function = call.get("function")
             function = function if isinstance(function, dict) else {}
@@ -308,6 +313,9 @@ class MessagesEncoder:
                         index = call.get("index", 0)
                         at = index if isinstance(index, int) else repr(index)
                         self._tool_call(at, call.get("id"), call.get("function"), out)
+            legacy = delta.get("function_call")
+            if isinstance(legacy, dict):
+                self._tool_call(_FUNCTION_CALL, self._legacy_id(), legacy, out)
         finish = choice.get("finish_reason")
         if finish is not None:
             self._finish = finish
@@ -345,6 +353,10 @@ class MessagesEncoder:
         if isinstance(arguments, str) and arguments:
             self._chars += len(arguments)
             self._order.add(block, arguments, out)
+
+    def _legacy_id(self) -> str:
+        """The id of a legacy `function_call` (it has none): one per message."""
+        return "toolu_" + self.id.removeprefix("msg_")
 
     def _end(self, out: list[bytes]) -> None:
         self.state = DONE
