@@ -838,3 +838,21 @@ def test_a_legacy_function_call_is_a_tool_use_block(upstream: FakeUpstream) -> N
     sent = upstream.chat_requests()[2].json["messages"]
     assert sent[1]["tool_calls"][0]["id"] == tool.id
     assert sent[2] == {"role": "tool", "tool_call_id": tool.id, "content": "sunny"}
+
+
+def test_a_legacy_function_call_streamed_to_a_whole_request_adds_up(
+    upstream: FakeUpstream,
+) -> None:
+    upstream.script(legacy_stream())  # an upstream that streams though not asked to
+    with running_proxy(route_config(upstream)) as proxy:
+        message = client(proxy.base).messages.create(
+            model="m",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "Weather?"}],
+            tools=[WEATHER],  # type: ignore[list-item]
+        )
+    assert upstream.chat_requests()[0].json.get("stream") is not True
+    tool = message.content[0]
+    assert tool.type == "tool_use"
+    assert (tool.name, tool.input) == ("get_weather", {"city": "Paris"})
+    assert message.stop_reason == "tool_use"
