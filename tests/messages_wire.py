@@ -83,3 +83,25 @@ def accumulate(events: list[tuple[str, dict[str, Any]]]) -> Message:
         )
     assert snapshot is not None
     return Message.model_validate(snapshot.model_dump())
+
+
+def assert_blocks_in_order(events: list[tuple[str, dict[str, Any]]]) -> None:
+    """Anthropic's block order: blocks numbered 0, 1, ... in the order they
+    start; each one's deltas come between its start and its stop, and the
+    next starts only after it stopped. A stream that ends with an error may
+    leave its last block open."""
+    open_index: int | None = None
+    started = 0
+    for name, data in events:
+        if name == "content_block_start":
+            assert open_index is None, f"block {data['index']} started while {open_index} is open"
+            assert data["index"] == started, (data["index"], started)
+            open_index = started
+            started += 1
+        elif name == "content_block_delta":
+            assert data["index"] == open_index, f"a delta for {data['index']}, {open_index} open"
+        elif name == "content_block_stop":
+            assert data["index"] == open_index, f"a stop for {data['index']}, {open_index} open"
+            open_index = None
+        elif name in ("message_delta", "message_stop"):
+            assert open_index is None, f"{name} while block {open_index} is open"

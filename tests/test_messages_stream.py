@@ -4,6 +4,8 @@ against the anthropic SDK's types and accumulated by the SDK's own helper."""
 
 from __future__ import annotations
 
+import itertools
+import json
 from typing import Any
 
 import orjson
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 from proxy.doors.messages.stream import MessagesEncoder
 from tests.casefiles import chunk, cut_at
 from tests.harness import sse
-from tests.messages_wire import accumulate, parse_events, validated
+from tests.messages_wire import accumulate, assert_blocks_in_order, parse_events, validated
 
 
 def seal(text: str, artefacts: dict[str, Any]) -> str:
@@ -397,3 +399,247 @@ def test_a_refusal_is_text_that_stops_with_refusal() -> None:
     whole_message = encoder().message(completion)
     assert whole_message["content"] == [{"type": "text", "text": "No."}]
     assert whole_message["stop_reason"] == "refusal"
+
+
+# -- parallel tool calls whose pieces interleave ------------------------------------
+
+
+def tool_piece(index: int, arguments: str, first: bool = False) -> dict[str, Any]:
+    """A `tool_calls` delta item: the call's first piece names it."""
+    call: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
+    if first:
+        call.update(id=f"call_{index}", type="function")
+        call["function"]["name"] = f"fn_{index}"
+    return call
+
+
+def tools_delta(*calls: dict[str, Any]) -> bytes:
+    return sse(chunk({"tool_calls": list(calls)}))
+
+
+INTERLEAVED = b"".join(
+    [
+        sse(chunk({"reasoning_content": "Two cities."})),
+        tools_delta(tool_piece(0, '{"city":', first=True)),
+        tools_delta(tool_piece(1, '{"city": "Ro', first=True)),
+        tools_delta(tool_piece(0, ' "Paris"')),
+        tools_delta(tool_piece(1, 'me"}')),
+        tools_delta(tool_piece(0, "}")),
+        sse(chunk({}, "tool_calls")),
+        sse(usage_chunk()),
+        b"data: [DONE]\n\n",
+    ]
+)
+
+
+def test_interleaved_tool_calls_go_out_one_block_after_another() -> None:
+    # the regression: block 0's later arguments went out after block 1 had
+    # started (a delta for a block the client had seen stop, or never stop)
+    events = parse_events(encode(INTERLEAVED))
+    assert_blocks_in_order(events)
+    shown = [
+        (n, d["index"], d.get("delta", {}).get("partial_json"))
+        for n, d in events
+        if n.startswith("content_block") and d["index"] > 0
+    ]
+    assert shown == [
+        ("content_block_start", 1, None),  # fn_0, live
+        ("content_block_delta", 1, '{"city":'),
+        ("content_block_delta", 1, ' "Paris"'),
+        ("content_block_delta", 1, "}"),
+        ("content_block_stop", 1, None),
+        ("content_block_start", 2, None),  # fn_1, held until fn_0 was whole
+        ("content_block_delta", 2, '{"city": "Rome"}'),
+        ("content_block_stop", 2, None),
+    ]
+    message = accumulate(events)
+    assert [(b.id, b.name, b.input) for b in message.content[1:]] == [  # type: ignore[union-attr]
+        ("call_0", "fn_0", {"city": "Paris"}),
+        ("call_1", "fn_1", {"city": "Rome"}),
+    ]
+    assert message.stop_reason == "tool_use"
+    by_byte = [INTERLEAVED[n : n + 1] for n in range(len(INTERLEAVED))]
+    assert encode(INTERLEAVED, by_byte) == encode(INTERLEAVED)
+
+
+def test_a_call_that_starts_after_the_last_is_whole_streams_live() -> None:
+    body = (
+        tools_delta(tool_piece(0, '{"a": 1}', first=True))
+        + tools_delta(tool_piece(1, '{"b":', first=True))
+        + tools_delta(tool_piece(1, " 2}"))
+    )
+    events = parse_events(encode(body))  # no finish_reason yet: nothing waits for it
+    assert [(n, d["index"]) for n, d in events if n.startswith("content_block")] == [
+        ("content_block_start", 0),
+        ("content_block_delta", 0),
+        ("content_block_stop", 0),
+        ("content_block_start", 1),
+        ("content_block_delta", 1),
+        ("content_block_delta", 1),
+    ]
+
+
+def test_text_while_a_call_is_unfinished_follows_it() -> None:
+    body = (
+        tools_delta(tool_piece(0, '{"a":', first=True))
+        + sse(chunk({"content": "Checking"}))
+        + sse(chunk({"content": "..."}))
+        + tools_delta(tool_piece(0, " 1}"))
+        + sse(chunk({"content": " done."}))
+        + sse(chunk({}, "tool_calls"))
+        + b"data: [DONE]\n\n"
+    )
+    events = parse_events(encode(body))
+    assert_blocks_in_order(events)
+    message = accumulate(events)
+    assert [b.type for b in message.content] == ["tool_use", "text"]
+    assert message.content[0].input == {"a": 1}  # type: ignore[union-attr]
+    assert message.content[1].text == "Checking... done."  # type: ignore[union-attr]
+    # once the call closed, the text it held went out, and streams live again
+    texts = [
+        d["delta"]["text"] for n, d in events if d.get("delta", {}).get("type") == "text_delta"
+    ]
+    assert texts == ["Checking...", " done."]
+
+
+def test_an_error_amid_interleaved_calls_sends_what_came_in_order_once() -> None:
+    error = {"error": {"message": "cut", "type": "upstream_error", "code": "upstream_closed"}}
+    body = (
+        tools_delta(tool_piece(0, '{"city":', first=True))
+        + tools_delta(tool_piece(1, '{"city": "Ro', first=True))
+        + tools_delta(tool_piece(0, ' "Paris"'))
+        + b"data: "
+        + orjson.dumps(error)
+        + b"\n\n"
+    )
+    events = parse_events(encode(body))
+    assert_blocks_in_order(events)
+    assert events[-1][0] == "error"
+    arguments: dict[int, str] = {}
+    for name, data in events:
+        if name == "content_block_delta":
+            arguments[data["index"]] = (
+                arguments.get(data["index"], "") + data["delta"]["partial_json"]
+            )
+    assert arguments == {0: '{"city": "Paris"', 1: '{"city": "Ro'}
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+def pieces_of(data: st.DataObject, text: str) -> list[str]:
+    cuts = sorted(set(data.draw(st.lists(st.integers(0, len(text)), max_size=5))))
+    bounds = [0, *cuts, len(text)]
+    return [text[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+@given(st.data())
+def test_any_interleaving_keeps_anthropics_block_order(data: st.DataObject) -> None:
+    calls = data.draw(st.integers(1, 4))
+    inputs = [
+        data.draw(st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=4))
+        for _ in range(calls)
+    ]
+    arguments = [
+        json.dumps(obj, indent=data.draw(st.sampled_from([None, 1])))
+        + data.draw(st.sampled_from(["", " ", "\n"]))
+        for obj in inputs
+    ]
+    queues: list[list[dict[str, Any]]] = [
+        [
+            tool_piece(n, piece, first=m == 0)
+            for m, piece in enumerate(pieces_of(data, text) or [""])
+        ]
+        for n, text in enumerate(arguments)
+    ]
+    texts = data.draw(st.lists(st.text(min_size=1, max_size=4), max_size=3))
+    # the model's order: a call starts after the ones before it; once started,
+    # its pieces (and the text's) come in any interleaving
+    deltas: list[dict[str, Any]] = [{"reasoning_content": "plan"}]
+    started = 0  # calls started so far
+    text_queue = list(texts)
+    while any(queues) or text_queue:
+        ready = [n for n in range(started) if queues[n]]
+        if started < calls:
+            ready.append(started)
+        choices = [("tool", n) for n in ready] + ([("text", 0)] if text_queue else [])
+        kind, n = data.draw(st.sampled_from(choices))
+        if kind == "text":
+            deltas.append({"content": text_queue.pop(0)})
+            continue
+        started = max(started, n + 1)
+        deltas.append({"tool_calls": [queues[n].pop(0)]})
+    body = b"".join(sse(chunk(d)) for d in deltas)
+    body += sse(chunk({}, "tool_calls")) + sse(usage_chunk()) + b"data: [DONE]\n\n"
+    sizes = data.draw(st.lists(st.integers(min_value=0, max_value=120), max_size=10))
+    events = parse_events(encode(body, cut_at(body, sizes)))
+    assert_blocks_in_order(events)
+    message = accumulate(events)
+    tools = [b for b in message.content if b.type == "tool_use"]
+    assert [(b.id, b.name, b.input) for b in tools] == [  # type: ignore[union-attr]
+        (f"call_{n}", f"fn_{n}", obj) for n, obj in enumerate(inputs)
+    ]
+    assert "".join(b.text for b in message.content if b.type == "text") == "".join(texts)  # type: ignore[union-attr]
+    assert message.content[0].type == "thinking"
+    assert message.stop_reason == "tool_use"
+
+
+# -- the legacy function_call --------------------------------------------------------
+
+LEGACY = b"".join(
+    [
+        sse(
+            chunk(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "get_weather", "arguments": ""},
+                }
+            )
+        ),
+        sse(chunk({"function_call": {"arguments": '{"city":'}})),
+        sse(chunk({"function_call": {"arguments": ' "Paris"}'}})),
+        sse(chunk({}, "function_call")),
+        b"data: [DONE]\n\n",
+    ]
+)
+
+
+def test_a_legacy_function_call_streams_as_a_tool_use_block() -> None:
+    # the regression: the call was dropped, the message ended empty
+    events = parse_events(encode(LEGACY))
+    assert_blocks_in_order(events)
+    message = accumulate(events)
+    assert [(b.type, b.id, b.name, b.input) for b in message.content] == [  # type: ignore[union-attr]
+        ("tool_use", "toolu_test", "get_weather", {"city": "Paris"})
+    ]
+    assert message.stop_reason == "tool_use"
+    assert encode(LEGACY, [LEGACY[n : n + 1] for n in range(len(LEGACY))]) == encode(LEGACY)
+
+
+def test_a_whole_legacy_function_call_is_a_tool_use_block() -> None:
+    completion = {
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                },
+                "finish_reason": "function_call",
+            }
+        ],
+    }
+    message = encoder().message(completion)
+    assert message["content"] == [
+        {"type": "tool_use", "id": "toolu_test", "name": "get_weather", "input": {"city": "Paris"}}
+    ]
+    assert message["stop_reason"] == "tool_use"

@@ -68,6 +68,8 @@ class _Choice:
             if key == "tool_calls":
                 if type(value) is list:
                     self._calls(value)
+            elif key == "function_call" and type(value) is dict:
+                self._function_call(value)  # the legacy single call, in pieces too
             elif key == "role" or value is None:
                 continue
             else:
@@ -95,6 +97,12 @@ class _Choice:
                 for key in ("name", "arguments"):
                     if type(function.get(key)) is str:
                         entry["function"][key] += function[key]
+
+    def _function_call(self, piece: Json) -> None:
+        call = self.message.setdefault("function_call", {"name": "", "arguments": ""})
+        for key in ("name", "arguments"):
+            if type(piece.get(key)) is str:
+                call[key] += piece[key]
 
     def whole(self, index: Any) -> Json:
         message = dict(self.message)

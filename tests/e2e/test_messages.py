@@ -16,7 +16,7 @@ import pytest
 
 from tests.casefiles import chunk
 from tests.harness import FakeUpstream, Json, Stream, route_config, running_proxy
-from tests.messages_wire import accumulate, parse_events, sdk_client
+from tests.messages_wire import accumulate, assert_blocks_in_order, parse_events, sdk_client
 
 KEY = "sk-ant-test"
 
@@ -618,3 +618,241 @@ def test_message_json_is_orjson_clean(upstream: FakeUpstream) -> None:
         )
     assert orjson.loads(r.content)["content"] == [{"type": "text", "text": "ünïcödé ✓"}]
     assert r.headers["content-type"] == "application/json"
+
+
+# -- parallel tool calls whose argument pieces interleave ---------------------------
+
+
+def call_piece(index: int, arguments: str, city: str | None = None) -> dict[str, Any]:
+    """A chunk with one `tool_calls` piece; `city` marks the call's first one."""
+    call: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
+    if city is not None:
+        call.update(id=f"call_{city}", type="function")
+        call["function"]["name"] = "get_weather"
+    return chunk({"tool_calls": [call]})
+
+
+# three calls; the pieces of the first two alternate, as some upstreams send them
+INTERLEAVED_CALLS = [
+    chunk({"role": "assistant", "reasoning_content": "Three cities."}),
+    chunk({"content": "Checking."}),
+    call_piece(0, '{"city":', "paris"),
+    call_piece(1, '{"city": "Ro', "rome"),
+    call_piece(0, ' "Paris"'),
+    call_piece(2, '{"city": "Oslo"}', "oslo"),
+    call_piece(1, 'me"}'),
+    call_piece(0, "}"),
+    chunk({}, "tool_calls"),
+    {"id": "c", "model": "m", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 5}},
+]
+STORED_CALLS = [
+    {"id": "call_paris", "name": "get_weather", "arguments": '{"city": "Paris"}'},
+    {"id": "call_rome", "name": "get_weather", "arguments": '{"city": "Rome"}'},
+    {"id": "call_oslo", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
+]
+
+
+def stored_turns(proxy_url: str, conversation: str) -> list[dict[str, Any]]:
+    stored = httpx.get(
+        f"{proxy_url}/conversations/{conversation}", headers={"Authorization": f"Bearer {KEY}"}
+    ).json()
+    turns: list[dict[str, Any]] = stored["turns"]
+    return turns
+
+
+def stored_turn_when_done(http: httpx.Client, proxy_url: str, conversation: str) -> dict[str, Any]:
+    for _ in range(1000):
+        r = http.get(
+            f"{proxy_url}/conversations/{conversation}", headers={"Authorization": f"Bearer {KEY}"}
+        )
+        if r.status_code == 200:
+            turn: dict[str, Any] = r.json()["turns"][0]
+            return turn
+        time.sleep(0.01)
+    raise AssertionError("the turn was never stored")
+
+
+def test_interleaved_tool_calls_come_out_one_block_after_another(upstream: FakeUpstream) -> None:
+    upstream.script(Stream(INTERLEAVED_CALLS), Stream(INTERLEAVED_CALLS))
+    body = {
+        "model": "m",
+        "max_tokens": 100,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Weather in Paris, Rome and Oslo?"}],
+        "tools": [WEATHER],
+    }
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}, timeout=30)
+        del body["stream"]
+        with client(proxy.base).messages.stream(**body) as s:  # type: ignore[arg-type]
+            seen = [(e.type, getattr(e, "index", None)) for e in s]
+            final = s.get_final_message()
+            conversation = s.response.headers["x-conversation-id"]
+        turns = stored_turns(proxy.url, r.headers["x-conversation-id"])
+        turns += stored_turns(proxy.url, conversation)
+    events = parse_events(r.content)
+    assert_blocks_in_order(events)  # block 0's pieces went out after block 1 had started
+    starts = [d["content_block"]["type"] for n, d in events if n == "content_block_start"]
+    assert starts == ["thinking", "text", "tool_use", "tool_use", "tool_use"]
+    # the SDK's own events, in the same order
+    raw = [(t, i) for t, i in seen if t.startswith("content_block")]
+    assert_blocks_in_order([(t, {"index": i}) for t, i in raw])
+    assert [b.type for b in final.content] == starts
+    assert [(b.id, b.input) for b in final.content if b.type == "tool_use"] == [
+        ("call_paris", {"city": "Paris"}),
+        ("call_rome", {"city": "Rome"}),
+        ("call_oslo", {"city": "Oslo"}),
+    ]
+    assert final.stop_reason == "tool_use"
+    streamed = accumulate(events).content
+    assert [(b.id, b.input) for b in streamed if b.type == "tool_use"] == [
+        (b.id, b.input) for b in final.content if b.type == "tool_use"
+    ]
+    # the stored turns hold the calls as the upstream sent them
+    for turn in turns:
+        assert turn["toolCalls"] == STORED_CALLS
+        assert turn["complete"] is True
+
+
+def test_a_stream_cut_amid_interleaved_calls_loses_and_repeats_nothing(
+    upstream: FakeUpstream,
+) -> None:
+    upstream.script(Stream(INTERLEAVED_CALLS, cut_after=6))  # before rome's last piece
+    body = {
+        "model": "m",
+        "max_tokens": 100,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Weather?"}],
+        "tools": [WEATHER],
+    }
+    with running_proxy(route_config(upstream)) as proxy:
+        r = httpx.post(f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}, timeout=30)
+        turn = stored_turns(proxy.url, r.headers["x-conversation-id"])[0]
+    events = parse_events(r.content)
+    assert_blocks_in_order(events)
+    assert events[-1][0] == "error"
+    arguments: dict[int, str] = {}
+    for _, data in events:
+        if data.get("delta", {}).get("type") == "input_json_delta":
+            arguments[data["index"]] = (
+                arguments.get(data["index"], "") + data["delta"]["partial_json"]
+            )
+    sent = {2: '{"city": "Paris"', 3: '{"city": "Ro', 4: '{"city": "Oslo"}'}
+    assert arguments == sent  # each piece the upstream sent before the cut, once
+    assert turn["complete"] is False
+    assert [c["arguments"] for c in turn["toolCalls"]] == list(sent.values())
+
+
+def test_a_client_gone_amid_interleaved_calls_leaves_the_turn_as_the_upstream_sent_it(
+    upstream: FakeUpstream,
+) -> None:
+    # the upstream waits after oslo's call (the client has seen paris's start)
+    stream = Stream(INTERLEAVED_CALLS, gate_after=6)
+    upstream.script(stream)
+    body = {
+        "model": "m",
+        "max_tokens": 100,
+        "stream": True,
+        "messages": [{"role": "user", "content": "Weather?"}],
+        "tools": [WEATHER],
+    }
+    with running_proxy(route_config(upstream)) as proxy, httpx.Client(timeout=30) as http:
+        with http.stream(
+            "POST", f"{proxy.url}/messages", json=body, headers={"x-api-key": KEY}
+        ) as r:
+            for raw in r.iter_raw():
+                if b"call_paris" in raw:
+                    break
+        try:
+            # stored once the proxy saw the client go: what the upstream sent
+            # until then, nothing the gate holds back
+            turn = stored_turn_when_done(http, proxy.url, r.headers["x-conversation-id"])
+        finally:
+            stream.gate.set()
+        assert upstream.disconnected.wait(5)  # and the upstream was let go
+    assert turn["complete"] is False
+    assert turn["toolCalls"] == [
+        {"id": "call_paris", "name": "get_weather", "arguments": '{"city": "Paris"'},
+        {"id": "call_rome", "name": "get_weather", "arguments": '{"city": "Ro'},
+        {"id": "call_oslo", "name": "get_weather", "arguments": '{"city": "Oslo"}'},
+    ]
+
+
+# -- an upstream that answers with the legacy function_call -------------------------
+
+
+def legacy_stream() -> Stream:
+    return Stream(
+        [
+            chunk(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "get_weather", "arguments": ""},
+                }
+            ),
+            chunk({"function_call": {"arguments": '{"city":'}}),
+            chunk({"function_call": {"arguments": ' "Paris"}'}}),
+            chunk({}, "function_call"),
+        ]
+    )
+
+
+def test_a_legacy_function_call_is_a_tool_use_block(upstream: FakeUpstream) -> None:
+    call = {"name": "get_weather", "arguments": '{"city": "Rome"}'}
+    upstream.script(
+        legacy_stream(),
+        Json(completion({"content": None, "function_call": call}, "function_call")),
+        Json(completion({"content": "Sunny."})),
+    )
+    question: list[dict[str, Any]] = [{"role": "user", "content": "Weather?"}]
+    with running_proxy(route_config(upstream)) as proxy:
+        sdk = client(proxy.base)
+        with sdk.messages.stream(
+            model="m",
+            max_tokens=100,
+            messages=question,  # type: ignore[arg-type]
+            tools=[WEATHER],  # type: ignore[list-item]
+        ) as s:
+            streamed = s.get_final_message()
+        whole = sdk.messages.create(model="m", max_tokens=100, messages=question, tools=[WEATHER])  # type: ignore[arg-type, list-item]
+        tool = whole.content[0]
+        assert tool.type == "tool_use"
+        # the call's result goes back as a tool result for the id the proxy gave
+        question += [
+            {"role": "assistant", "content": [tool.model_dump()]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": tool.id, "content": "sunny"}],
+            },
+        ]
+        sdk.messages.create(model="m", max_tokens=100, messages=question, tools=[WEATHER])  # type: ignore[arg-type, list-item]
+    for message, city in ((streamed, "Paris"), (whole, "Rome")):
+        assert [b.type for b in message.content] == ["tool_use"]
+        block = message.content[0]
+        assert block.type == "tool_use"
+        assert (block.name, block.input) == ("get_weather", {"city": city})
+        assert block.id.startswith("toolu_")
+        assert message.stop_reason == "tool_use"
+    assert streamed.content[0].id != whole.content[0].id  # type: ignore[union-attr]
+    sent = upstream.chat_requests()[2].json["messages"]
+    assert sent[1]["tool_calls"][0]["id"] == tool.id
+    assert sent[2] == {"role": "tool", "tool_call_id": tool.id, "content": "sunny"}
+
+
+def test_a_legacy_function_call_streamed_to_a_whole_request_adds_up(
+    upstream: FakeUpstream,
+) -> None:
+    upstream.script(legacy_stream())  # an upstream that streams though not asked to
+    with running_proxy(route_config(upstream)) as proxy:
+        message = client(proxy.base).messages.create(
+            model="m",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "Weather?"}],
+            tools=[WEATHER],  # type: ignore[list-item]
+        )
+    assert upstream.chat_requests()[0].json.get("stream") is not True
+    tool = message.content[0]
+    assert tool.type == "tool_use"
+    assert (tool.name, tool.input) == ("get_weather", {"city": "Paris"})
+    assert message.stop_reason == "tool_use"

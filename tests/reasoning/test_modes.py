@@ -225,3 +225,18 @@ def test_a_stream_whose_choice_ends_with_an_error_is_the_error() -> None:
     assert stream_as_completion(body + b"data: [DONE]\n\n", LIMIT) == {
         "error": {"code": "server_error", "message": "Provider disconnected"}
     }
+
+
+def test_a_legacy_function_call_adds_up_from_its_pieces() -> None:
+    # the regression: each piece replaced the one before (name "", the last arguments)
+    body = sse(
+        {"choices": [{"delta": {"function_call": {"name": "f", "arguments": ""}}}]},
+        {"choices": [{"delta": {"function_call": {"arguments": '{"a":'}}}]},
+        {"choices": [{"delta": {"function_call": {"arguments": "1}"}}}]},
+        {"choices": [{"delta": {}, "finish_reason": "function_call"}]},
+    )
+    completion = stream_as_completion(body, LIMIT)
+    assert completion is not None
+    message = completion["choices"][0]["message"]
+    assert message["function_call"] == {"name": "f", "arguments": '{"a":1}'}
+    assert completion["choices"][0]["finish_reason"] == "function_call"

@@ -2,73 +2,63 @@
 
 `MessagesEncoder` is the Messages door's `Encoder`: `feed()` takes the
 normalized chat SSE bytes of one upstream read and returns the Messages
-events for them (nothing held back beyond an incomplete event), `flush()`
-ends the stream, `whole()` turns a whole chat completion (or an error body)
-into a Message (or an Anthropic error).
+events for them (nothing held back beyond an incomplete event, and the
+blocks `BlockOrder` holds so that blocks never interleave), `flush()` ends
+the stream, `whole()` turns a whole chat completion (or an error body) into
+a Message (or an Anthropic error).
 
 Stream states: before the first byte nothing is sent; the first feed sends
 `message_start` (usage.input_tokens is the proxy's count of the request until
 the upstream reports its own, in `message_delta`). Then one content block is
-open at a time: a delta of another kind (reasoning, text, a new tool call)
-closes it and opens the next, so blocks come in the order the model produced
-them. A thinking block closes with a `signature_delta` carrying the sealed
-envelope of its text (and the upstream's own artefacts). `[DONE]` closes the
-last block and sends `message_delta` (stop_reason, usage) and
-`message_stop`; an error event becomes `event: error` and ends the stream
+open at a time, in the order the model began them (`proxy.doors.messages.
+blocks`): a delta of another kind (reasoning, text, a new tool call) closes
+the open one and opens the next, except that a tool call stays open until
+its arguments are whole, what begins meanwhile going out after it. A legacy
+`function_call` delta is a tool call too (its id made up, one per message).
+A thinking block closes with a `signature_delta` carrying the sealed
+envelope of its text (and the upstream's own artefacts). The choice's
+`finish_reason` sends what is held; `[DONE]` closes the last block and
+sends `message_delta` (stop_reason, usage) and `message_stop`; an error
+event sends what is held, then becomes `event: error` and ends the stream
 (no `message_stop`). Chat comments (keep-alives) become `ping` events.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from proxy.doors.messages.blocks import (
+    HELD,
+    TEXT,
+    THINKING,
+    TOOL,
+    Block,
+    BlockOrder,
+    Json,
+    Seal,
+    Thinking,
+    event,
+)
 from proxy.doors.messages.shapes import error_body, error_from_openai, matched_stop, stop_reason
 from proxy.reasoning.native import DetailsMerger
 from proxy.reasoning.normalizer import answer_error, chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong
 
-Json = dict[str, Any]
-# (reasoning text, the upstream's artefacts) -> the sealed signature
-Seal = Callable[[str, Json], str]
-
 OPEN, DONE, FAILED = "open", "done", "failed"
 _PING = b'event: ping\ndata: {"type":"ping"}\n\n'
 _STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
-_THINKING, _TEXT, _TOOL = "thinking", "text", "tool_use"
+_FUNCTION_CALL = "function_call"  # the legacy single call's key among the tool calls
 
 
 def message_id() -> str:
     return "msg_" + os.urandom(12).hex()
 
 
-def event(name: str, data: Json) -> bytes:
-    return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
-
-
-def _delta(index: int, kind: bytes, key: bytes, value: str) -> bytes:
-    return (
-        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":'
-        + str(index).encode()
-        + b',"delta":{"type":"'
-        + kind
-        + b'","'
-        + key
-        + b'":'
-        + orjson.dumps(value)
-        + b"}}\n\n"
-    )
-
-
-def _block_stop(index: int) -> bytes:
-    return (
-        b'event: content_block_stop\ndata: {"type":"content_block_stop","index":'
-        + str(index).encode()
-        + b"}\n\n"
-    )
+def _tool_id() -> str:
+    return "toolu_" + os.urandom(12).hex()
 
 
 def usage_of(usage: Any, input_estimate: int, output_estimate: int) -> Json:
@@ -88,30 +78,6 @@ def usage_of(usage: Any, input_estimate: int, output_estimate: int) -> Json:
         out["input_tokens"] -= cached
         out["cache_read_input_tokens"] = cached
     return out
-
-
-class _Thinking:
-    """The thinking block being streamed: its text and the upstream's own
-    artefacts (its `thinking_blocks` items, a signature, `reasoning_details`
-    items), sealed into its signature when it closes."""
-
-    __slots__ = ("blocks", "details", "signature", "text")
-
-    def __init__(self) -> None:
-        self.text: list[str] = []
-        self.signature: list[str] = []
-        self.blocks: list[Json] = []
-        self.details: DetailsMerger | None = None
-
-    def artefacts(self) -> Json:
-        out: Json = {}
-        if self.blocks:
-            out["thinking_blocks"] = self.blocks
-        if self.signature:
-            out["signature"] = "".join(self.signature)
-        if self.details is not None and self.details.items:
-            out["reasoning_details"] = self.details.items
-        return out
 
 
 class MessagesEncoder:
@@ -138,10 +104,8 @@ class MessagesEncoder:
         self.state = OPEN
         self._decoder = SSEDecoder(max_line_bytes)
         self._started = False
-        self._blocks = 0  # blocks opened so far; the open one is `_blocks - 1`
-        self._open: str | None = None  # the kind of the open block
-        self._thinking: _Thinking | None = None
-        self._tools: dict[Any, int] = {}  # chat tool-call index -> block index
+        self._order = BlockOrder(seal, show_thinking)
+        self._tools: dict[Any, Block] = {}  # chat tool-call index -> its block
         self._finish: Any = None
         self._stop_sequence: str | None = None
         self._usage: Any = None
@@ -183,8 +147,12 @@ class MessagesEncoder:
 
     def flush(self) -> bytes:
         """The stream ended: whatever `feed` saw last stands (a stream cut
-        before [DONE] or an error ends without `message_stop`)."""
-        return b""
+        before [DONE] or an error ends without `message_stop`); blocks still
+        held go out, so none is lost."""
+        out: list[bytes] = []
+        if self.state == OPEN:
+            self._order.drain(out)
+        return b"".join(out)
 
     def whole(self, status: int, body: bytes) -> bytes:
         if status >= 400:
@@ -208,7 +176,7 @@ class MessagesEncoder:
         message = message if isinstance(message, dict) else {}
         content: list[Json] = []
         chars = 0
-        thinking = _Thinking()
+        thinking = Thinking()
         reasoning = message.get("reasoning_content")
         _collect(thinking, message)
         if isinstance(reasoning, str) and reasoning:
@@ -223,9 +191,11 @@ class MessagesEncoder:
                 content.append({"type": "text", "text": text})
                 chars += len(text)
         calls = message.get("tool_calls")
-        for call in calls if isinstance(calls, list) else ():
-            if not isinstance(call, dict):
-                continue
+        calls = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+        legacy = message.get("function_call")  # the legacy single call
+        if isinstance(legacy, dict):
+            calls.append({"id": self._legacy_id(), "function": legacy})
+        for call in calls:
             function = call.get("function")
             function = function if isinstance(function, dict) else {}
             arguments = function.get("arguments")
@@ -235,11 +205,12 @@ class MessagesEncoder:
                 parsed = orjson.loads(arguments)
             except orjson.JSONDecodeError:
                 parsed = {"arguments": arguments}  # what a tool_use must hold: an object
+            name = function.get("name")
             content.append(
                 {
                     "type": "tool_use",
-                    "id": call.get("id") or "toolu_" + os.urandom(12).hex(),
-                    "name": function.get("name") or "",
+                    "id": call.get("id") or _tool_id(),
+                    "name": name if isinstance(name, str) else "",
                     "input": parsed if isinstance(parsed, dict) else {"value": parsed},
                 }
             )
@@ -258,7 +229,7 @@ class MessagesEncoder:
             "usage": usage_of(completion.get("usage"), self.input_tokens, -(-chars // 4)),
         }
 
-    def _thinking_block(self, thinking: _Thinking) -> Json:
+    def _thinking_block(self, thinking: Thinking) -> Json:
         text = "".join(thinking.text)
         return {
             "type": "thinking",
@@ -293,7 +264,7 @@ class MessagesEncoder:
     def _data(self, data: bytes, out: list[bytes]) -> bool:
         """One chat data event; False when the stream ends here."""
         if data.strip() == b"[DONE]":
-            self._close(out)
+            self._order.close(out)
             self._end(out)
             return False
         try:
@@ -329,77 +300,63 @@ class MessagesEncoder:
             for key in ("content", "refusal"):  # a refusal is the answer's text
                 content = delta.get(key)
                 if isinstance(content, str) and content:
-                    if self._open != _TEXT:
-                        self._close(out)
-                        self._open_block(_TEXT, {"type": "text", "text": ""}, out)
+                    block = self._continued(TEXT)
+                    if block is None:
+                        block = self._order.begin(Block(TEXT, {"type": "text", "text": ""}), out)
                     self._chars += len(content)
                     self._refused = self._refused or key == "refusal"
-                    out.append(_delta(self._blocks - 1, b"text_delta", b"text", content))
+                    self._order.add(block, content, out)
             calls = delta.get("tool_calls")
             if isinstance(calls, list):
                 for call in calls:
                     if isinstance(call, dict):
-                        self._tool_call(call, out)
+                        index = call.get("index", 0)
+                        at = index if isinstance(index, int) else repr(index)
+                        self._tool_call(at, call.get("id"), call.get("function"), out)
+            legacy = delta.get("function_call")
+            if isinstance(legacy, dict):
+                self._tool_call(_FUNCTION_CALL, self._legacy_id(), legacy, out)
         finish = choice.get("finish_reason")
         if finish is not None:
             self._finish = finish
             self._stop_sequence = matched_stop(choice, self.stop_sequences)
+            self._order.drain(out)  # no more tool-call pieces: the held blocks go out
+
+    def _continued(self, kind: str) -> Block | None:
+        """The block that began last, if a piece of `kind` continues it."""
+        last = self._order.last()
+        return last if last is not None and last.kind == kind and not last.closed else None
 
     def _reasoning(self, text: str, delta: Json, out: list[bytes]) -> None:
-        if self._open != _THINKING:
-            self._close(out)
-            self._thinking = _Thinking()
-            block = {"type": "thinking", "thinking": "", "signature": ""}
-            self._open_block(_THINKING, block, out)
-        thinking = self._thinking
-        assert thinking is not None
-        _collect(thinking, delta)
+        block = self._continued(THINKING)
+        if block is None:
+            head = {"type": "thinking", "thinking": "", "signature": ""}
+            block = self._order.begin(Block(THINKING, head, Thinking()), out)
+        assert block.thinking is not None
+        _collect(block.thinking, delta)
         if text:
-            thinking.text.append(text)
             self._chars += len(text)
-            if self.show_thinking:
-                out.append(_delta(self._blocks - 1, b"thinking_delta", b"thinking", text))
+            self._order.add(block, text, out)
 
-    def _tool_call(self, call: Json, out: list[bytes]) -> None:
-        key = call.get("index", 0)
-        key = key if isinstance(key, int) else repr(key)
-        function = call.get("function")
+    def _tool_call(self, key: Any, call_id: Any, function: Any, out: list[bytes]) -> None:
         function = function if isinstance(function, dict) else {}
-        index = self._tools.get(key)
-        if index is None:
-            self._close(out)
-            name = function.get("name")
-            block: Json = {
-                "type": "tool_use",
-                "id": call.get("id") or "toolu_" + os.urandom(12).hex(),
-                "name": name if isinstance(name, str) else "",
-                "input": {},
-            }
-            self._open_block(_TOOL, block, out)
-            index = self._tools[key] = self._blocks - 1
+        name = function.get("name")
+        name = name if isinstance(name, str) else ""
+        block = self._tools.get(key)
+        if block is None:
+            call_id = call_id if isinstance(call_id, str) and call_id else _tool_id()
+            head: Json = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+            block = self._tools[key] = self._order.begin(Block(TOOL, head), out)
+        elif block.index == HELD and name and not block.head["name"]:
+            block.head["name"] = name  # a name that came after the call's first piece
         arguments = function.get("arguments")
         if isinstance(arguments, str) and arguments:
             self._chars += len(arguments)
-            out.append(_delta(index, b"input_json_delta", b"partial_json", arguments))
+            self._order.add(block, arguments, out)
 
-    def _open_block(self, kind: str, block: Json, out: list[bytes]) -> None:
-        start = {"type": "content_block_start", "index": self._blocks, "content_block": block}
-        out.append(event("content_block_start", start))
-        self._open = kind
-        self._blocks += 1
-
-    def _close(self, out: list[bytes]) -> None:
-        if self._open is None:
-            return
-        index = self._blocks - 1
-        if self._open == _THINKING:
-            thinking = self._thinking
-            assert thinking is not None
-            signature = self.seal("".join(thinking.text), thinking.artefacts())
-            out.append(_delta(index, b"signature_delta", b"signature", signature))
-            self._thinking = None
-        out.append(_block_stop(index))
-        self._open = None
+    def _legacy_id(self) -> str:
+        """The id of a legacy `function_call` (it has none): one per message."""
+        return "toolu_" + self.id.removeprefix("msg_")
 
     def _end(self, out: list[bytes]) -> None:
         self.state = DONE
@@ -415,6 +372,7 @@ class MessagesEncoder:
 
     def _error(self, data: bytes, out: list[bytes]) -> bool:
         self.state = FAILED
+        self._order.drain(out)  # what came before the error, in order
         try:
             error = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -458,7 +416,7 @@ def merge_block(items: list[Json], item: Json) -> None:
             target[key] = value
 
 
-def _collect(thinking: _Thinking, delta: Json) -> None:
+def _collect(thinking: Thinking, delta: Json) -> None:
     """The upstream's own artefacts in a delta or message: its
     `thinking_blocks` items (kept whole, to go back verbatim), the signature
     of a `thinking` object, its `reasoning_details` items (merged per index)."""
