@@ -211,7 +211,7 @@ class StreamNormalizer:
         try:
             events = self._decoder.split(data)
         except SSELineTooLong as exc:
-            return self._fail(StreamFailure("upstream_line_too_long", str(exc)))
+            return self._too_long(exc)
         return self._events(events, self._decoder.verbatim) if events else b""
 
     def finish(self) -> bytes:
@@ -221,7 +221,7 @@ class StreamNormalizer:
         try:
             out = self._events(list(self._decoder.flush()), None)
         except SSELineTooLong as exc:
-            return self._fail(StreamFailure("upstream_line_too_long", str(exc)))
+            return self._too_long(exc)
         if self.state != OPEN:
             return out
         if self.finished:  # after a finish_reason, a close without [DONE] is a normal end
@@ -232,6 +232,15 @@ class StreamNormalizer:
         return out + self._fail(
             StreamFailure("upstream_closed", "The upstream closed the stream before it finished.")
         )
+
+    def _too_long(self, exc: SSELineTooLong) -> bytes:
+        """An over-long line: the events before it in the same read go out
+        first (they may end the stream themselves), then the failure."""
+        out = self._events(exc.events, None) if exc.events else b""
+        if self.state != OPEN:
+            return out
+        self.failed_after_data = self.seen_data
+        return out + self._fail(StreamFailure("upstream_line_too_long", str(exc)))
 
     def abort(self, failure: StreamFailure) -> bytes:
         """The proxy stops the stream (idle timeout, upstream read error)."""

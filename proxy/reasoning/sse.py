@@ -45,11 +45,16 @@ class SSEComment:
 
 
 class SSELineTooLong(Exception):
-    """A line or an event's data exceeded the decoder's byte bound."""
+    """A line or an event's data exceeded the decoder's byte bound. `events`:
+    the ones the same input completed before that line, which the stream
+    still had (as `feed`, `split` or `flush` would have returned them)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(
+        self, limit: int, events: list[bytes | SSEEvent | SSEComment] | None = None
+    ) -> None:
         super().__init__(f"SSE line longer than {limit} bytes")
         self.limit = limit
+        self.events: list[bytes | SSEEvent | SSEComment] = events or []
 
 
 class SSEDecoder:
@@ -150,13 +155,13 @@ class SSEDecoder:
                 out.append(block[6:] if plain else SSEEvent(block[6:], None, self._id))
             else:
                 verbatim = False
-                out.extend(self._lines([*block.split(b"\n"), b""]))
+                self._lines([*block.split(b"\n"), b""], out)
         cut = rest.rfind(b"\n")
         if cut < 0:
             if verbatim:
                 self.verbatim = buf[: end + 2]
             return self._keep(rest, out)
-        out.extend(self._lines(rest[: cut + 1].splitlines()))
+        self._lines(rest[: cut + 1].splitlines(), out)
         return self._keep(rest[cut + 1 :], out)
 
     def _after_bom(self, chunk: bytes) -> bytes:
@@ -175,7 +180,8 @@ class SSEDecoder:
     ) -> list[bytes | SSEEvent | SSEComment]:
         """Hold the incomplete last line, within the bound."""
         if len(tail) > self._max:
-            raise SSELineTooLong(self._max)
+            self.verbatim = None
+            raise SSELineTooLong(self._max, out)
         self._buf = tail
         return out
 
@@ -190,11 +196,16 @@ class SSEDecoder:
             self._buf = b""
         self._skip_lf = False
         if self._data:
-            out.extend(self._lines([b""]))
+            self._lines([b""], out)
         return cast(list[SSEEvent | SSEComment], out)  # _lines builds no plain items
 
-    def _lines(self, lines: list[bytes]) -> list[bytes | SSEEvent | SSEComment]:
-        out: list[bytes | SSEEvent | SSEComment] = []
+    def _lines(
+        self, lines: list[bytes], out: list[bytes | SSEEvent | SSEComment] | None = None
+    ) -> list[bytes | SSEEvent | SSEComment]:
+        """Parse whole lines; the events they complete are added to `out`
+        (a new list when None), which is returned."""
+        if out is None:
+            out = []
         limit = self._max
         for line in lines:
             if not line:
@@ -206,12 +217,12 @@ class SSEDecoder:
                 self._retry = None
                 continue
             if len(line) > limit:
-                raise SSELineTooLong(limit)
+                raise SSELineTooLong(limit, out)
             if line[:5] == b"data:":
                 value = line[6:] if line[5:6] == b" " else line[5:]
                 self._data_size += len(value)
                 if self._data_size > limit:
-                    raise SSELineTooLong(limit)
+                    raise SSELineTooLong(limit, out)
                 self._data.append(value)
             elif line[:1] == b":":
                 out.append(SSEComment(line[1:]))

@@ -422,3 +422,36 @@ def test_a_malformed_event_in_the_first_read_after_a_good_one_is_an_event(
     events = parse_events(r.content)
     assert events[0][0] == "message_start"
     assert events[-1][0] == "error"
+
+
+def test_an_over_long_line_after_a_good_event_in_the_same_read_keeps_that_event(
+    upstream: FakeUpstream,
+) -> None:
+    start = ev(
+        "message_start",
+        {
+            "message": {
+                "id": "msg_2",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-up",
+                "content": [],
+                "stop_reason": None,
+                "usage": {"input_tokens": 3, "output_tokens": 0},
+            }
+        },
+    )
+    long = ev("ping", {"pad": "z" * 5000})
+    upstream.script(Stream([start + long], done=False))
+    with running_proxy(native(upstream, top={"limits": {"max_sse_line_bytes": 1024}})) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/messages", json=stream_body(), headers={"x-api-key": KEY}, timeout=30
+        )
+    assert r.status_code == 200
+    events = parse_events(r.content)
+    assert events[0][0] == "message_start"
+    assert events[-1][0] == "error"
+    assert events[-1][1]["error"] == {
+        "type": "api_error",
+        "message": "SSE line longer than 1024 bytes",
+    }

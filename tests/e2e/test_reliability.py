@@ -818,3 +818,27 @@ def test_a_whole_answer_whose_choice_failed_gets_its_status_on_every_door(
         r = door_request(proxy.url, path, field, stream)
     assert r.status_code == 502, r.text
     assert door_error(path, r)["message"] == "This model is experiencing high demand."
+
+
+def test_an_over_long_line_after_a_good_event_in_the_same_read_keeps_that_event(
+    upstream: FakeUpstream,
+) -> None:
+    """The stream's first read holds a good event, then a line over
+    limits.max_sse_line_bytes: the client gets the good event, then the
+    error event; not a 502 that drops what the upstream already answered."""
+    good = b"data: " + json.dumps(chunk({"content": "partial"})).encode() + b"\n\n"
+    long = b"data: " + json.dumps(chunk({"content": "x" * 5000})).encode() + b"\n\n"
+    upstream.script(Stream([good + long], done=False))
+    config = tenant_route(upstream)
+    config["limits"] = {"max_sse_line_bytes": 1024}
+    with running_proxy(config) as proxy:
+        r = stream_request(proxy.url)
+        stored = httpx.get(
+            f"{proxy.url}/conversations/{r.headers['x-conversation-id']}", headers=KEY
+        ).json()
+    assert r.status_code == 200
+    got = read_stream(r.content)
+    assert got["content"] == "partial"
+    assert [e["code"] for e in got["errors"]] == ["upstream_line_too_long"]
+    assert stored["turns"][0]["complete"] is False
+    assert stored["turns"][0]["content"] == "partial"

@@ -861,3 +861,66 @@ def test_a_close_after_an_upstream_error_event_adds_no_second_error() -> None:
     assert normalizer.state == "failed"
     turn = normalizer.turn()
     assert (turn.complete, turn.error, turn.content) == (False, "upstream_error_event", "partial")
+
+
+def test_an_over_long_line_keeps_the_events_before_it_in_the_same_read() -> None:
+    """The good events of the read go out first; the stream has begun, so
+    the failure is a late one (an error event, not a status)."""
+    good = render_stream([chunk({"content": "partial"})])[: -len(b"data: [DONE]\n\n")]
+    long = b"data: " + b"x" * 300 + b"\n\n"
+    out, normalizer = run_stream(good + long, max_line_bytes=200)
+    got = read_stream(out)
+    assert got["content"] == "partial"
+    assert [e["code"] for e in got["errors"]] == ["upstream_line_too_long"]
+    assert normalizer.failed_after_data
+    assert normalizer.turn().content == "partial"
+    # the first data event over long: nothing came before it
+    _, first = run_stream(b": keep-alive\n\n" + long, max_line_bytes=200)
+    assert first.state == FAILED
+    assert not first.failed_after_data
+
+
+def test_an_over_long_line_after_done_changes_nothing() -> None:
+    whole = render_stream([chunk({"content": "all"}, finish="stop")])
+    out, normalizer = run_stream(whole + b"data: " + b"x" * 300 + b"\n\n", max_line_bytes=200)
+    assert normalizer.state == DONE
+    got = read_stream(out)
+    assert got["content"] == "all"
+    assert got["errors"] == []
+    assert got["done"] is True
+
+
+def test_a_refusal_is_the_turns_text_and_the_live_feeds_answer() -> None:
+    normalizer = StreamNormalizer(NormalizeOptions())
+    tap = normalizer.watch()
+    body = render_stream(
+        [chunk({"refusal": "I can't "}), chunk({"refusal": "help with that."}, finish="stop")]
+    )
+    out = normalizer.feed(body) + normalizer.finish()
+    assert b"I can't " in out
+    assert normalizer.turn().content == "I can't help with that."
+    assert "".join(t for k, t in tap.pairs if k == "content") == "I can't help with that."
+    whole = {
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "refusal": "No."},
+                "finish_reason": "stop",
+            }
+        ]
+    }
+    _, turn = normalize_completion(whole)
+    assert turn is not None
+    assert turn.content == "No."
+
+
+def test_a_legacy_function_call_is_the_turns_tool_call() -> None:
+    pieces = [
+        chunk({"function_call": {"name": "get_weather", "arguments": ""}}),
+        chunk({"function_call": {"arguments": '{"city": '}}),
+        chunk({"function_call": {"arguments": '"Paris"}'}}, finish="function_call"),
+    ]
+    _, normalizer = run_stream(render_stream(pieces))
+    [call] = normalizer.turn().tool_calls
+    assert call.name == "get_weather"
+    assert orjson.loads(call.arguments) == {"city": "Paris"}

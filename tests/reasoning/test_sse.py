@@ -213,3 +213,55 @@ def test_no_bom_then_a_bom_looking_start_of_a_later_read() -> None:
     # the first read decided (no BOM); a later read that starts with one keeps it
     assert decode(b"data: a\n\n" + BOM + b"data: b\n\n", [9, 2]) == [SSEEvent(b"a")]
     assert decode(b"data: " + BOM + b"b\n\n", [6]) == [SSEEvent(BOM + b"b")]
+
+
+def _decode_to_failure(data: bytes, pieces: list[int], plain: bool) -> list[object]:
+    """What a decoder with a 20-byte bound hands out, the events an
+    SSELineTooLong carries included, cut into `pieces`; ends at the failure."""
+    decoder = SSEDecoder(max_line_bytes=20)
+    out: list[object] = []
+    pos = 0
+    try:
+        for size in [*pieces, len(data)]:
+            chunk = data[pos : pos + size]
+            pos += size
+            out += decoder.split(chunk) if plain else decoder.feed(chunk)
+        out += decoder.flush()
+    except SSELineTooLong as exc:
+        assert decoder.verbatim is None
+        out += exc.events
+    return [SSEEvent(e) if isinstance(e, bytes) else e for e in out]
+
+
+GOOD = [b"data: a\n\n", b": c\n\n", b"event: e\ndata: b\n\n", b"data: ccc\n\n", b"\r\n"]
+LONG = [b"data: " + b"x" * 30 + b"\n\n", b"event: e\ndata: " + b"y" * 30 + b"\n\n", b"data: zz" * 9]
+
+
+@given(
+    st.lists(st.sampled_from(GOOD), max_size=6),
+    st.sampled_from(LONG),
+    st.lists(st.integers(1, 12), max_size=12),
+    st.booleans(),
+)
+def test_the_events_before_an_over_long_line_are_never_lost(
+    before: list[bytes], long: bytes, pieces: list[int], plain: bool
+) -> None:
+    head = b"".join(before)
+    expected = decode(head + b"\n\n", max_line_bytes=1000)
+    got = _decode_to_failure(head + long + b"data: after\n\n", pieces, plain)
+    assert got == expected
+
+
+def test_an_over_long_line_at_the_end_keeps_the_events_before_it() -> None:
+    decoder = SSEDecoder(max_line_bytes=20)
+    got = decoder.feed(b"data: a\n\n: note\ndata: 0123456789\n")
+    assert got == [SSEEvent(b"a"), SSEComment(b" note")]
+    assert decoder.feed(b"data: 0123456789abc") == []  # the event's data grows past the bound
+    with pytest.raises(SSELineTooLong) as info:
+        decoder.flush()
+    assert info.value.events == []
+    decoder = SSEDecoder(max_line_bytes=20)
+    assert decoder.feed(b"data: a\n") == []
+    with pytest.raises(SSELineTooLong) as info:
+        decoder.feed(b"\n: note\ndata: " + b"x" * 30 + b"\n")
+    assert info.value.events == [SSEEvent(b"a"), SSEComment(b" note")]

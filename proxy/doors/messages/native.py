@@ -25,7 +25,7 @@ client can get a real status instead.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -239,7 +239,14 @@ class NativeReader:
         try:
             events = self._decoder.feed(data)
         except SSELineTooLong as exc:
-            return self._fail(StreamFailure("upstream_line_too_long", str(exc)))
+            # the events before the line go out first, then the error event
+            out = self._run(cast(list[SSEEvent | SSEComment], exc.events))
+            if self.state == OPEN:
+                out += self._fail(StreamFailure("upstream_line_too_long", str(exc)))
+            return out
+        return self._run(events)
+
+    def _run(self, events: list[SSEEvent | SSEComment]) -> bytes:
         out: list[bytes] = []
         for ev in events:
             if self.state != OPEN:
@@ -260,12 +267,11 @@ class NativeReader:
         try:
             events = self._decoder.flush()
         except SSELineTooLong as exc:
-            return self._fail(StreamFailure("upstream_line_too_long", str(exc)))
-        out = []
-        for ev in events:
-            if isinstance(ev, SSEEvent) and self.state == OPEN:
-                out.append(self._event(ev))
-                self._wrote = self._wrote or ev.event != "ping"
+            out = [self._run(cast(list[SSEEvent | SSEComment], exc.events))]
+            if self.state == OPEN:
+                out.append(self._fail(StreamFailure("upstream_line_too_long", str(exc))))
+            return b"".join(out)
+        out = [self._run([ev for ev in events if isinstance(ev, SSEEvent)])]
         if self.state == OPEN:
             message = "The upstream closed the stream before it finished."
             out.append(self._fail(StreamFailure("upstream_closed", message)))

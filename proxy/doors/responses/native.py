@@ -35,7 +35,7 @@ message goes into a reasoning item after it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -168,9 +168,19 @@ class NativeResponses:
         try:
             events = self._decoder.feed(data)
         except SSELineTooLong as exc:
-            return self.abort(StreamFailure("upstream_line_too_long", str(exc)))
+            return self._too_long(exc)
         for ev in events:
             self._event(ev, out)
+        return b"".join(out)
+
+    def _too_long(self, exc: SSELineTooLong) -> bytes:
+        """An over-long line: the events before it go out first, then
+        `response.failed` (unless those events ended the stream)."""
+        out: list[bytes] = []
+        for ev in cast(list[SSEEvent | SSEComment], exc.events):  # feed's: no plain items
+            self._event(ev, out)
+        if self.state == OPEN:
+            self._failed(out, StreamFailure("upstream_line_too_long", str(exc)))
         return b"".join(out)
 
     def finish(self) -> bytes:
@@ -179,7 +189,7 @@ class NativeResponses:
         try:
             events = self._decoder.flush()
         except SSELineTooLong as exc:
-            return self.abort(StreamFailure("upstream_line_too_long", str(exc)))
+            return self._too_long(exc)
         for ev in events:
             self._event(ev, out)
         if self.state == OPEN:
