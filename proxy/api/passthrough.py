@@ -23,7 +23,7 @@ import json
 import re
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import unquote_to_bytes
+from urllib.parse import unquote_plus, unquote_to_bytes
 
 import orjson
 
@@ -116,6 +116,8 @@ class PassthroughEndpoint(TracedEndpoint):
         body: bytes,
     ) -> None:
         out = upstream_headers(headers, route, json=False, admin=self.rt.config.admin_token)
+        if route.keyed:  # the route's key alone: none of the client's goes
+            suffix = without_query_credentials(suffix)
         send = trace.send
         mask = self.rt.key_mask
         trace.upstream_started()
@@ -191,6 +193,26 @@ def upstream_suffix(scope: Scope) -> str:
     suffix = raw[3:].decode("latin-1")
     query: bytes = scope.get("query_string", b"")
     return suffix + "?" + query.decode("latin-1") if query else suffix
+
+
+# query parameters that carry a client's key (Gemini's `key`, and the
+# spellings other APIs take), compared decoded and in lower case
+QUERY_CREDENTIALS = frozenset(("key", "api_key", "api-key", "apikey", "x-api-key", "access_token"))
+
+
+def without_query_credentials(suffix: str) -> str:
+    """`suffix` without the query parameters that carry a key, the others
+    as the client wrote them: for a route with its own key, whose upstream
+    must not get the client's."""
+    path, mark, query = suffix.partition("?")
+    if not mark:
+        return suffix
+    kept = [
+        piece
+        for piece in query.split("&")
+        if unquote_plus(piece.partition("=")[0]).strip().lower() not in QUERY_CREDENTIALS
+    ]
+    return path + "?" + "&".join(kept) if kept else path
 
 
 # whitespace, byte-order marks and UTF-16/32 padding, then the opening brace

@@ -11,7 +11,7 @@ import json
 import logging
 import re
 from typing import Any
-from urllib.parse import quote, quote_plus
+from urllib.parse import quote, quote_plus, unquote
 
 import anthropic
 import httpx
@@ -325,3 +325,27 @@ def test_the_admin_token_is_never_sent_upstream(upstream: FakeUpstream) -> None:
     assert served.status_code == 200
     [sent] = upstream.requests
     assert ADMIN not in str(sent.headers)
+
+
+def test_a_client_key_in_the_query_string_does_not_reach_a_keyed_route(
+    upstream: FakeUpstream,
+) -> None:
+    """Gemini's `?key=` and the other spellings APIs take: on a route with
+    its own key the pass-through drops them, and keeps every other
+    parameter as the client wrote it; on an open route they go as they came."""
+    query = f"key={CLIENT_KEY}&limit=5&Api%2DKey={CLIENT_KEY}&keyword=a%20b&ACCESS_TOKEN=x&api_key"
+    with running_proxy(route_config(upstream, api_key=ROUTE_KEY)) as proxy:
+        upstream.script(Json({"data": []}))
+        keyed = httpx.get(f"{proxy.url}/models?{query}")
+        upstream.script(Json({"data": []}))
+        only = httpx.get(f"{proxy.url}/models?key={CLIENT_KEY}")
+    with running_proxy(route_config(upstream)) as proxy:
+        upstream.script(Json({"data": []}))
+        open_route = httpx.get(f"{proxy.url}/models?{query}")
+    assert [keyed.status_code, only.status_code, open_route.status_code] == [200, 200, 200]
+    first, second, third = upstream.requests
+    # (the fake upstream reads the query decoded)
+    assert first.query == "limit=5&keyword=a b"
+    assert second.query == ""
+    assert CLIENT_KEY not in first.path + first.query + second.path + second.query
+    assert third.query == unquote(query)
