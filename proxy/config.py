@@ -124,6 +124,10 @@ class RouteModel(_Model):
     # what the upstream speaks: every front door translates to `chat`; a door
     # of the upstream's own API passes through (normalized)
     api: Literal["chat", "responses", "messages"] = "chat"
+    # with the route's own key, the upstream account's stored objects (files,
+    # batches, vector stores, ...) are one for every client: refused unless
+    # the operator says they may be shared
+    shared_objects: bool = False
 
     @field_validator("upstream")
     @classmethod
@@ -246,6 +250,7 @@ class Route:
     headers: tuple[tuple[str, str], ...] = ()
     upstream_proxy: ProxyURL | None = None
     api: Literal["chat", "responses", "messages"] = "chat"
+    shared_objects: bool = False
     # where `dialect` came from: the config, the upstream host, or nowhere
     # (then the model name decides per request, else openai)
     dialect_source: DialectSource = "config"
@@ -441,6 +446,7 @@ def _route(model: RouteModel, index: int) -> Route:
         headers=tuple(model.headers.items()),
         upstream_proxy=ProxyURL.parse(model.upstream_proxy) if model.upstream_proxy else None,
         api=model.api,
+        shared_objects=model.shared_objects,
     )
 
 

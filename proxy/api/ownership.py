@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from proxy.config import Route
-from proxy.errors import BadRequest, NotFound
+from proxy.errors import BadRequest, Forbidden, NotFound
 from proxy.history.service import STORE_TIMEOUT
 from proxy.runtime import Runtime
 from proxy.stores.base import StoreFailure
@@ -113,3 +113,45 @@ async def forget(rt: Runtime, tenant: str, response_id: str) -> None:
         await asyncio.wait_for(rt.store.delete_response(tenant, response_id), STORE_TIMEOUT)
     except (TimeoutError, StoreFailure) as exc:
         rt.health.failed("responses", exc)
+
+
+# The upstream account's stored objects that no caller owns (paths below the
+# route's base, as segments): every client of a keyed route would share them
+ACCOUNT_OBJECTS = frozenset(
+    (
+        "files",
+        "uploads",
+        "batches",
+        "vector_stores",
+        "fine_tuning",
+        "assistants",
+        "threads",
+        "containers",
+        "evals",
+        "skills",
+    )
+)
+SHARED_OBJECTS = (
+    "This route sends its own key, so the upstream account's stored objects "
+    "(files, batches, vector stores, fine-tuning, assistants, ...) would be "
+    "shared by every client: set shared_objects: true on the route to allow that."
+)
+
+
+def check_account_object(route: Route, method: str, suffix: str) -> None:
+    """A 403 for a pass-through path to the upstream account's own stored
+    objects on a keyed route that does not share them (`shared_objects`):
+    any client could list, read or delete what another made. Read as an
+    upstream would (escapes decoded, empty segments dropped)."""
+    if not route.keyed or route.shared_objects:
+        return
+    segments = [s for s in unquote(suffix.partition("?")[0]).split("/") if s]
+    if not segments:
+        return
+    first = segments[0].lower()
+    if (
+        first in ACCOUNT_OBJECTS
+        or (first == "messages" and len(segments) > 1 and segments[1].lower() == "batches")
+        or (first == "models" and method == "DELETE")  # an account's fine-tuned model
+    ):
+        raise Forbidden(SHARED_OBJECTS, code="shared_objects_refused")

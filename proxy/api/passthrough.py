@@ -39,6 +39,8 @@ from proxy.api.asgi import (
     request_headers,
     send_error,
 )
+from proxy.api.messages import send_anthropic_error
+from proxy.api.models import anthropic_client
 from proxy.api.trace import Trace, TracedEndpoint
 from proxy.config import Route
 from proxy.errors import BadRequest, ProxyError, ServerShuttingDown, require_type
@@ -59,6 +61,8 @@ class PassthroughEndpoint(TracedEndpoint):
     async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
         config = self.rt.config
         send = trace.send
+        # errors in the shape the client reads: Anthropic's to its SDK
+        refuse = send_anthropic_error if anthropic_client(scope) else send_error
         try:
             suffix = upstream_suffix(scope)
             headers = request_headers(scope, config.limits.max_header_bytes)
@@ -69,12 +73,13 @@ class PassthroughEndpoint(TracedEndpoint):
             model = model_of(body, content_types, config.limits.max_header_bytes)
             route = self.planner.route(model)
             trace.route = route.name
+            ownership.check_account_object(route, scope["method"], suffix)
             owned = ownership.stored_id_of(route, suffix) if ownership.guarded(route) else None
             if owned is not None:
                 await ownership.check(self.rt, tenant, owned)
         except ProxyError as exc:
             trace.fields["error"] = exc.code
-            await send_error(send, exc)
+            await refuse(send, exc)
             return
         except ClientGone:
             return
@@ -90,7 +95,7 @@ class PassthroughEndpoint(TracedEndpoint):
                 trace.upstream_error = "busy"
             elif exc.status >= 502:
                 trace.upstream_error = "timeout" if exc.status == 504 else "connect"
-            await send_error(send, exc)
+            await refuse(send, exc)
         except asyncio.CancelledError:
             if watch.absorb():
                 trace.fields["client_gone"] = True
@@ -102,7 +107,7 @@ class PassthroughEndpoint(TracedEndpoint):
             watch.complete = True
             trace.fields["error"] = "server_shutting_down"
             if not trace.status:
-                await send_error(send, ServerShuttingDown())
+                await refuse(send, ServerShuttingDown())
         finally:
             watch.stop()
 

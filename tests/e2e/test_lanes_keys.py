@@ -76,7 +76,7 @@ def test_a_route_key_quoted_in_any_spelling_reaches_no_client(
         with pytest.raises(anthropic.AuthenticationError) as shown:
             messages.messages.create(model="m", max_tokens=16, messages=MESSAGES)  # type: ignore[arg-type]
         seen += [str(shown.value), json.dumps(shown.value.body)]
-        passed = httpx.get(f"{proxy.url}/files", headers=CLIENT)
+        passed = httpx.get(f"{proxy.url}/models", headers=CLIENT)
         seen += [passed.text, str(passed.headers)]
         assert passed.status_code == 401
         chat.close()
@@ -349,3 +349,61 @@ def test_a_client_key_in_the_query_string_does_not_reach_a_keyed_route(
     assert second.query == ""
     assert CLIENT_KEY not in first.path + first.query + second.path + second.query
     assert third.query == unquote(query)
+
+
+ACCOUNT_PATHS = [
+    ("GET", "/files"),
+    ("POST", "/files"),
+    ("GET", "/files/file-abc/content"),
+    ("DELETE", "/files/file-abc"),
+    ("GET", "/%66iles"),
+    ("GET", "//files"),
+    ("POST", "/batches"),
+    ("GET", "/vector_stores/vs_1/files"),
+    ("POST", "/fine_tuning/jobs"),
+    ("POST", "/uploads"),
+    ("GET", "/assistants"),
+    ("POST", "/threads/thread_1/runs"),
+    ("DELETE", "/models/ft:gpt-4o:acme:1"),
+]
+
+
+def test_a_keyed_routes_account_objects_are_not_shared_unless_the_route_says_so(
+    upstream: FakeUpstream,
+) -> None:
+    """With the route's key every client is one caller upstream: any of them
+    could list, read or delete the files, batches or vector stores another
+    made. Refused (403, nothing sent) unless the route sets shared_objects;
+    routes without a key of their own forward each client's key, and the
+    upstream keeps its callers apart."""
+    with running_proxy(route_config(upstream, api_key=ROUTE_KEY)) as proxy:
+        refused = [
+            httpx.request(method, f"{proxy.url}{path}", headers=CLIENT, content=b"{}")
+            for method, path in ACCOUNT_PATHS
+        ]
+        claude = anthropic.Anthropic(base_url=proxy.base, api_key=CLIENT_KEY, max_retries=0)
+        with pytest.raises(anthropic.PermissionDeniedError) as batches:
+            claude.messages.batches.list()
+        assert upstream.requests == []
+        for answer in (Json({"data": []}), Json({"data": [], "object": "list"})):
+            upstream.script(answer)
+        models = httpx.get(f"{proxy.url}/models", headers=CLIENT)
+        embeddings = httpx.post(f"{proxy.url}/embeddings", headers=CLIENT, json={"model": "m"})
+    for response in refused:
+        assert response.status_code == 403, response.request.url
+        assert response.json()["error"]["code"] == "shared_objects_refused"
+        assert "shared_objects" in response.json()["error"]["message"]
+    assert isinstance(batches.value.body, dict)
+    assert batches.value.body["error"]["type"] == "permission_error"
+    assert [models.status_code, embeddings.status_code] == [200, 200]
+    assert len(upstream.requests) == 2
+    upstream.reset()
+    shared = route_config(upstream, api_key=ROUTE_KEY, shared_objects=True)
+    with running_proxy(shared) as proxy:
+        upstream.script(Json({"data": []}))
+        files = httpx.get(f"{proxy.url}/files", headers=CLIENT)
+    with running_proxy(route_config(upstream)) as proxy:
+        upstream.script(Json({"data": []}))
+        own_key = httpx.get(f"{proxy.url}/files", headers=CLIENT)
+    assert [files.status_code, own_key.status_code] == [200, 200]
+    assert [r.path for r in upstream.requests] == ["/v1/files", "/v1/files"]

@@ -90,13 +90,13 @@ def test_a_path_below_the_base_goes_as_written(upstream: FakeUpstream) -> None:
     with running_proxy(tenant_route(upstream)) as proxy:
         status, _ = raw_request(proxy.port, "/v1/models/org%2Fname..x?limit=2")
         assert status == 200
-        status, _ = raw_request(proxy.port, "/v1//files")
+        status, _ = raw_request(proxy.port, "/v1//embeddings")
         assert status == 200
     first, second = upstream.requests
     assert first.path == "/tenant-x/v1/models/org/name..x"  # aiohttp decodes the escape
     assert first.query == "limit=2"
     assert first.headers["authorization"] == f"Bearer {ROUTE_KEY}"
-    assert second.path == "/tenant-x/v1//files"
+    assert second.path == "/tenant-x/v1//embeddings"
 
 
 # -- 2. a client leaving a pass-through request ------------------------------------
@@ -105,7 +105,7 @@ def test_a_path_below_the_base_goes_as_written(upstream: FakeUpstream) -> None:
 def test_leaving_a_passthrough_stream_closes_the_upstream(upstream: FakeUpstream) -> None:
     upstream.script(Stream([f"part {i}\n".encode() for i in range(300)], delay=0.1, done=False))
     with running_proxy(tenant_route(upstream)) as proxy, httpx.Client(timeout=30) as client:
-        with client.stream("GET", f"{proxy.url}/files/big/content", headers=KEY) as r:
+        with client.stream("GET", f"{proxy.url}/audio/big/content", headers=KEY) as r:
             assert r.status_code == 200
             for raw in r.iter_raw():
                 if b"part 2" in raw:
@@ -679,7 +679,7 @@ def test_a_json_body_under_any_content_type_goes_to_its_models_route() -> None:
             )
             # a body that is not JSON names no model: the default route, as before
             upload = httpx.post(
-                f"{proxy.url}/files",
+                f"{proxy.url}/audio/transcriptions",
                 files={"file": ("a.jsonl", b'{"model": "expensive-o1-pro"}\n')},
                 data={"purpose": "batch"},
                 headers=KEY,
@@ -692,7 +692,7 @@ def test_a_json_body_under_any_content_type_goes_to_its_models_route() -> None:
         assert too_deep.status_code == 400
         assert too_deep.json()["error"]["code"] == "invalid_json"
         assert upload.status_code == 200
-        assert [q.path for q in cheap.requests] == ["/v1/files"]
+        assert [q.path for q in cheap.requests] == ["/v1/audio/transcriptions"]
         assert cheap.requests[0].headers["Authorization"] == f"Bearer {CHEAP_KEY}"
         assert len(other.requests) == 1
     finally:
