@@ -470,7 +470,8 @@ def test_not_json_is_a_400_in_anthropics_shape(upstream: FakeUpstream) -> None:
         "type": "error",
         "error": {
             "type": "invalid_request_error",
-            "message": "The request body is not valid JSON.",
+            "message": "The request body is not valid JSON: unexpected end of data "
+            "(line 1, column 2).",
         },
     }
 

@@ -294,7 +294,7 @@ class _Translator:
             if not isinstance(tool, dict):
                 raise bad(at, "must be an object")
             kind = tool.get("type")
-            if kind not in (None, "custom") or "input_schema" not in tool:
+            if kind not in (None, "custom"):
                 # a server tool (web search, code execution, a typed client tool):
                 # a Chat upstream can neither run it nor knows its schema
                 label = tool.get("name") if isinstance(tool.get("name"), str) else kind

@@ -36,6 +36,7 @@ import orjson
 from proxy.doors.responses.tools import (
     CUSTOM_INPUT,
     ToolNames,
+    check_tool_choice,
     translate_tool_choice,
     translate_tools,
 )
@@ -156,6 +157,7 @@ def translate(body: Json, prior: list[Json], open_envelope: Opener) -> Translati
     (from `previous_response_id`) is `prior`."""
     own = input_items(body)
     tools = translate_tools(body.get("tools"))
+    check_tool_choice(body.get("tool_choice"), tools.names)
     dropped = [k for k in body if k not in MAPPED]
     writer = _Messages(tools.names, open_envelope, dropped)
     instructions = body.get("instructions")
@@ -483,7 +485,9 @@ def _user_content(content: Any, where: str, writer: _Messages) -> Any:
         text = _part_text(part, at)
         if text is not None:
             parts.append({"type": "text", "text": text})
-        elif part["type"] == "input_image" and isinstance(part.get("image_url"), str):
+        elif part["type"] == "input_image" and part.get("image_url") is not None:
+            if not isinstance(part["image_url"], str):
+                raise BadRequest(f"{at}.image_url must be a string.", param=f"{at}.image_url")
             image: Json = {"url": part["image_url"]}
             if isinstance(part.get("detail"), str):
                 image["detail"] = part["detail"]

@@ -79,6 +79,11 @@ class ToolNames:
         client never offered comes back as it is)."""
         return self._client.get(chat_name) or ClientTool(chat_name)
 
+    def offers(self, name: str) -> bool:
+        """True when a function or custom tool of the request (in any
+        namespace) is called `name`."""
+        return any(tool.name == name for tool in self._client.values())
+
     def custom_input(self, arguments: str) -> str:
         """A custom tool's freeform input, from its chat function's arguments."""
         try:
@@ -181,6 +186,34 @@ def _with_format(description: str | None, fmt: Any) -> str | None:
     syntax = fmt.get("syntax") if isinstance(fmt.get("syntax"), str) else "grammar"
     rule = f"The input must follow this {syntax} grammar:\n{definition}"
     return f"{description}\n\n{rule}" if description else rule
+
+
+_CHOICE_MODES = ("auto", "none", "required")
+
+
+def check_tool_choice(choice: Any, names: ToolNames) -> None:
+    """BadRequest for a `tool_choice` that is malformed: not a mode nor an
+    object, or a function or custom choice naming no tool of the request (a
+    hosted tool's choice, or one of a type this door does not know, is
+    dropped by `translate_tool_choice`, never refused)."""
+    if choice is None or choice in _CHOICE_MODES:
+        return
+    if not isinstance(choice, dict):
+        raise BadRequest(
+            "tool_choice must be one of: " + ", ".join(_CHOICE_MODES) + "; or an object.",
+            param="tool_choice",
+        )
+    if choice.get("type") in ("function", "custom"):
+        name = choice.get("name")
+        if not isinstance(name, str) or not name:
+            raise BadRequest(
+                "tool_choice.name must be a non-empty string.", param="tool_choice.name"
+            )
+        if not names.offers(name):
+            raise BadRequest(
+                "tool_choice.name names no function or custom tool in tools.",
+                param="tool_choice.name",
+            )
 
 
 def translate_tool_choice(choice: Any, names: ToolNames, dropped: list[str]) -> Any:
