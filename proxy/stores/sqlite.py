@@ -69,6 +69,8 @@ SCHEMA_VERSION = 2
 # Milliseconds a write waits for another process's lock before failing; below
 # the runtime's per-call timeout, so a stuck writer shows up as StoreFailure.
 BUSY_TIMEOUT_MS = 2000
+# Bytes the readiness probe writes (and deletes): about a small turn's pages.
+PROBE_BYTES = 4096
 # Expired conversations are deleted by a sweep at most this often (seconds).
 SWEEP_INTERVAL = 60.0
 
@@ -221,18 +223,20 @@ class SQLiteStore:
             self._thread = None
 
     async def ping(self) -> bool:
-        """True when the database takes writes: a write is tried and rolled
-        back, so a read-only file reports as down, not only a missing one."""
+        """True when the database takes writes: a row is written and deleted
+        in one committed transaction, so a read-only file, a lock held by
+        another process and a full disk all report as down. (The commit
+        writes the pages it touched to the WAL although nothing changed; a
+        write rolled back writes nothing, and passed on a full disk.) The
+        row's name is no profile's (names are never empty), and no reader
+        sees it."""
 
         def probe(db: sqlite3.Connection) -> bool:
-            db.execute("BEGIN IMMEDIATE")  # succeeds even on a read-only file
-            try:
-                db.execute("INSERT OR REPLACE INTO profiles VALUES ('', x'')")
-            finally:
-                db.execute("ROLLBACK")
+            db.execute("INSERT OR REPLACE INTO profiles VALUES ('', zeroblob(?))", (PROBE_BYTES,))
+            db.execute("DELETE FROM profiles WHERE name = ''")
             return True
 
-        return await self._run("ping", probe)
+        return await self._write("ping", probe)
 
     # -- turns -------------------------------------------------------------------
 
