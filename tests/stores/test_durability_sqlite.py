@@ -257,3 +257,129 @@ def test_a_full_disk_answers_every_request_reports_not_ready_and_recovers(
     assert stored[0] == _content("before")
     assert stored[-1] == _content("after")
     print(f"\nfull disk: 3 answered while full, {len(stored) - 2} of them stored")
+
+
+def test_a_write_lock_held_by_another_process_delays_answers_but_never_breaks_them(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    db = tmp_path / "history.db"
+    args = ["--upstream", upstream.url, "--store", f"sqlite:///{db}"]
+    log = tmp_path / "proxy.log"
+    with ProxyProcess(args, log=log) as proxy:
+        upstream.script(_answer("before"))
+        assert _stream(proxy.base, "locked") == (_content("before"), True)
+
+        with closing(sqlite3.connect(db, isolation_level=None)) as other:
+            other.execute("BEGIN IMMEDIATE")  # another process's write transaction
+            upstream.script(_answer("locked"))
+            # the append waits out the busy timeout, then gives up: answered all the same
+            assert _stream(proxy.base, "locked") == (_content("locked"), True)
+            ready, up, errors = _health(proxy)
+            assert (ready, up, errors) == (503, 0.0, 1.0)
+            _one_line_error(log)
+            other.execute("ROLLBACK")
+
+        upstream.script(_answer("after"))
+        assert _stream(proxy.base, "locked") == (_content("after"), True)
+        assert _health(proxy)[:2] == (200, 1.0)
+        assert _stored(proxy, "locked") == [_content("before"), _content("after")]
+
+
+def _corrupt_pages(db: Path, first: int) -> None:
+    """Garbage over every page from `first` (1-based) on; the header and
+    the schema on page 1 stay."""
+    with closing(sqlite3.connect(db)) as check:
+        (page,) = check.execute("PRAGMA page_size").fetchone()
+        check.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(db.read_bytes())
+    start = (first - 1) * page
+    data[start:] = bytes((n * 37 + 11) % 256 for n in range(len(data) - start))
+    db.write_bytes(bytes(data))
+
+
+def test_a_database_with_garbage_pages_answers_every_request_and_says_why_once(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    db = tmp_path / "history.db"
+    args = ["--upstream", upstream.url, "--store", f"sqlite:///{db}"]
+    with ProxyProcess(args, log=tmp_path / "first.log") as proxy:
+        upstream.script(_answer("before"))
+        assert _stream(proxy.base, "corrupt") == (_content("before"), True)
+    _corrupt_pages(db, 2)
+
+    log = tmp_path / "second.log"
+    with ProxyProcess(args, log=log) as proxy:
+        for n in range(3):
+            upstream.script(_answer(f"corrupt{n}"))
+            assert _stream(proxy.base, "corrupt") == (_content(f"corrupt{n}"), True)
+        ready, up, errors = _health(proxy)
+        assert (ready, up, errors) == (503, 0.0, 3.0)
+        _one_line_error(log)
+        assert "malformed" in log.read_text()
+        listed = httpx.get(f"{proxy.url}/conversations/corrupt", headers=AUTH, timeout=30)
+        assert listed.status_code == 503
+
+
+def _as_schema_1(db: Path) -> None:
+    """The file as the version before stored responses left it: schema 1,
+    the same tables but `responses`."""
+    with closing(sqlite3.connect(db, isolation_level=None)) as old:
+        old.execute("DROP TABLE responses")
+        old.execute("PRAGMA user_version = 1")
+
+
+def test_a_schema_1_database_is_upgraded_in_place_and_keeps_its_turns(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    db = tmp_path / "history.db"
+    args = ["--upstream", upstream.url, "--store", f"sqlite:///{db}"]
+    with ProxyProcess(args, log=tmp_path / "first.log") as proxy:
+        upstream.script(_answer("before"))
+        assert _stream(proxy.base, "old") == (_content("before"), True)
+    _as_schema_1(db)
+
+    with ProxyProcess(args, log=tmp_path / "second.log") as proxy:
+        assert _stored(proxy, "old") == [_content("before")]
+        created = httpx.post(
+            proxy.url + "/responses", json={"model": "m", "input": "hi"}, headers=AUTH, timeout=30
+        )
+        assert created.status_code == 200, created.text
+        kept = httpx.get(f"{proxy.url}/responses/{created.json()['id']}", headers=AUTH)
+        assert kept.status_code == 200
+        assert _health(proxy)[:2] == (200, 1.0)
+    with closing(sqlite3.connect(db)) as check:
+        assert check.execute("PRAGMA user_version").fetchone() == (2,)
+
+
+def test_a_read_only_schema_1_database_serves_its_history_and_upgrades_once_writable(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    db = tmp_path / "history.db"
+    args = ["--upstream", upstream.url, "--store", f"sqlite:///{db}"]
+    with ProxyProcess(args, log=tmp_path / "first.log") as proxy:
+        upstream.script(_answer("before"))
+        assert _stream(proxy.base, "old") == (_content("before"), True)
+    _as_schema_1(db)
+    db.chmod(0o444)
+
+    prefix = ["setpriv", "--bounding-set", "-dac_override", "--"] if os.geteuid() == 0 else []
+    with ProxyProcess(args, log=tmp_path / "second.log", prefix=prefix) as proxy:
+        assert _stored(proxy, "old") == [_content("before")]
+        upstream.script(_answer("after"))
+        assert _stream(proxy.base, "old") == (_content("after"), True)
+        assert _health(proxy)[:2] == (503, 0.0)
+
+        # writable again (with the -wal and -shm files SQLite made read-only
+        # like the database): the upgrade runs before the next write
+        for path in tmp_path.glob("history.db*"):
+            path.chmod(0o644)
+        upstream.script(_answer("writable"))
+        assert _stream(proxy.base, "old") == (_content("writable"), True)
+        assert _stored(proxy, "old") == [_content("before"), _content("writable")]
+        created = httpx.post(
+            proxy.url + "/responses", json={"model": "m", "input": "hi"}, headers=AUTH, timeout=30
+        )
+        assert created.status_code == 200, created.text
+        kept = httpx.get(f"{proxy.url}/responses/{created.json()['id']}", headers=AUTH)
+        assert kept.status_code == 200
+        assert _health(proxy)[:2] == (200, 1.0)
