@@ -114,7 +114,13 @@ from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
-from redis.exceptions import ClusterError, RedisClusterException, RedisError, TryAgainError
+from redis.exceptions import (
+    ClusterError,
+    RedisClusterException,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from proxy.errors import ConfigError
@@ -140,6 +146,11 @@ SETTLE_SECONDS = 3.0  # a call answered TRYAGAIN (a slot in migration) is retrie
 SETTLE_PAUSE = 0.05
 SWEEP_INTERVAL = 60.0  # seconds between sweeps of expired conversations
 SWEEP_BATCH = 200  # conversations dropped per sweep at most
+# A script that writes nothing but declares no `no-writes` flag: Redis 7
+# refuses it as it refuses a write (OOM at `maxmemory` under `noeviction`,
+# READONLY on a replica, NOREPLICAS under `min-replicas-to-write`), while
+# PING and INFO still answer.
+WRITE_PROBE = "#!lua\nreturn 1"
 LIST_PAGE = 1000  # recency entries a listing reads per round trip, at most
 
 
@@ -350,7 +361,8 @@ class RedisStore:
                 await client.aclose()
 
     async def ping(self) -> bool:
-        """The server answers, in the URL's mode; a cluster says its state is ok."""
+        """The server answers, in the URL's mode; a cluster says its state is
+        ok; one server takes writes (WRITE_PROBE)."""
         r = self._client()
         if isinstance(r, RedisCluster):
             with _failures("ping"):
@@ -362,6 +374,13 @@ class RedisStore:
             info = await r.info("cluster")
         if info.get("cluster_enabled"):
             raise StoreFailure(CLUSTER_NODE_REFUSED)
+        with _failures("ping"):
+            try:
+                await r.eval(WRITE_PROBE, 0)
+            except ResponseError as exc:
+                if "compiling" not in str(exc):
+                    raise
+                # a server before Redis 7 knows no script flags: it answered
         return True
 
     def _client(self) -> Client:

@@ -23,7 +23,9 @@ ever appended, last update, model), `turns` (the serialized records),
 -> conversation and turn), `profiles`, `responses` (the Responses API's
 stored response objects, per tenant). Turns and index rows belong to their
 conversation (`ON DELETE CASCADE`), so dropping a conversation drops both.
-Schema 2 added `responses`; a schema 1 file gains the table when opened.
+Schema 2 added `responses`; a schema 1 file gains the table when opened
+(when it is read-only then, its history is served as it is, and the upgrade
+is tried again before each write).
 
 Bounds honoured: `ttl_seconds` (a conversation not written for that long is
 invisible at once and deleted by a sweep on a later write),
@@ -69,6 +71,8 @@ SCHEMA_VERSION = 2
 # Milliseconds a write waits for another process's lock before failing; below
 # the runtime's per-call timeout, so a stuck writer shows up as StoreFailure.
 BUSY_TIMEOUT_MS = 2000
+# Bytes the readiness probe writes (and deletes): about a small turn's pages.
+PROBE_BYTES = 4096
 # Expired conversations are deleted by a sweep at most this often (seconds).
 SWEEP_INTERVAL = 60.0
 
@@ -171,6 +175,11 @@ def check_sqlite(path: str) -> None:
         )
 
 
+def _read_only(exc: BaseException) -> bool:
+    """SQLite refused a write to a file it may only read."""
+    return str(getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_READONLY")
+
+
 @contextlib.contextmanager
 def _failures(what: str) -> Iterator[None]:
     """The one place sqlite3 and OS errors become StoreFailure. ValueError
@@ -202,6 +211,7 @@ class SQLiteStore:
         self._clock = clock
         self._conn: sqlite3.Connection | None = None  # used on the store thread only
         self._thread: ThreadPoolExecutor | None = None
+        self._upgrade_pending = False  # an older schema opened read-only
         self._next_sweep = 0.0
         self.evictions = 0
 
@@ -221,18 +231,20 @@ class SQLiteStore:
             self._thread = None
 
     async def ping(self) -> bool:
-        """True when the database takes writes: a write is tried and rolled
-        back, so a read-only file reports as down, not only a missing one."""
+        """True when the database takes writes: a row is written and deleted
+        in one committed transaction, so a read-only file, a lock held by
+        another process and a full disk all report as down. (The commit
+        writes the pages it touched to the WAL although nothing changed; a
+        write rolled back writes nothing, and passed on a full disk.) The
+        row's name is no profile's (names are never empty), and no reader
+        sees it."""
 
         def probe(db: sqlite3.Connection) -> bool:
-            db.execute("BEGIN IMMEDIATE")  # succeeds even on a read-only file
-            try:
-                db.execute("INSERT OR REPLACE INTO profiles VALUES ('', x'')")
-            finally:
-                db.execute("ROLLBACK")
+            db.execute("INSERT OR REPLACE INTO profiles VALUES ('', zeroblob(?))", (PROBE_BYTES,))
+            db.execute("DELETE FROM profiles WHERE name = ''")
             return True
 
-        return await self._run("ping", probe)
+        return await self._write("ping", probe)
 
     # -- turns -------------------------------------------------------------------
 
@@ -480,17 +492,27 @@ class SQLiteStore:
     async def _write(self, what: str, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(connection)` in one write transaction on the store thread."""
 
-        def transaction() -> T:
+        def transaction(reopened: bool = False) -> T:
             db = self._connection()
-            db.execute("BEGIN IMMEDIATE")
             try:
+                if self._upgrade_pending:
+                    self._upgrade(db)
+                db.execute("BEGIN IMMEDIATE")
                 result = fn(db)
                 db.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 if db.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
                         db.execute("ROLLBACK")
-                raise
+                if not _read_only(exc):
+                    raise
+                # SQLite opened the file read-only and stays so, even once
+                # the file is writable: open it again, and try once more
+                # (nothing was written)
+                self._disconnect()
+                if reopened:
+                    raise
+                return transaction(reopened=True)
             return result
 
         return await self._call(what, transaction)
@@ -509,17 +531,36 @@ class SQLiteStore:
                     f"{self.path} was written by a newer version (schema {version})"
                 )
             if version < SCHEMA_VERSION:
-                db.execute("PRAGMA journal_mode = WAL")  # persistent: set once, when created
-                # one script, one transaction (executescript commits what is pending first)
-                db.executescript(
-                    f"BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
-                )
+                try:
+                    self._upgrade(db)
+                except sqlite3.Error as exc:
+                    if not _read_only(exc):
+                        raise
+                    # a read-only file of an older schema: serve the history
+                    # it holds; the upgrade is tried again before each write
+                    self._upgrade_pending = True
             db.execute("PRAGMA synchronous = NORMAL")
         except BaseException:
             db.close()
             raise
         self._conn = db
         return db
+
+    def _upgrade(self, db: sqlite3.Connection) -> None:
+        """Create the schema, or bring an older one up to SCHEMA_VERSION
+        (every change so far adds tables: CREATE ... IF NOT EXISTS)."""
+        try:
+            db.execute("PRAGMA journal_mode = WAL")  # persistent: set once, when created
+            # one script, one transaction (executescript commits what is pending first)
+            db.executescript(
+                f"BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+            )
+        except BaseException:
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            raise
+        self._upgrade_pending = False
 
     def _disconnect(self) -> None:
         if self._conn is not None:
