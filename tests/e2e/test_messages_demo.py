@@ -171,6 +171,91 @@ def test_a_tool_loop_that_drops_thinking(sdk: anthropic.Anthropic) -> None:
     assert RECALLED in tool_loop(sdk, keep_thinking=False, city="Lyon")
 
 
+BASH = {
+    "name": "Bash",
+    "description": "Runs a shell command.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"command": {"type": "string"}, "timeout": {"type": "number"}},
+        "required": ["command"],
+    },
+}
+
+
+def agent_session(
+    sdk: anthropic.Anthropic, prompts: list[str], *, keep_thinking: bool
+) -> tuple[list[str], list[int]]:
+    """Claude Code's loop, one prompt after another in one conversation: each
+    turn streamed, every tool_use "run" (its result is the command's last
+    word), the results sent back in the order the commands finished (the
+    last first), until end_turn. The final texts, and the requests per prompt."""
+    messages: list[Any] = []
+    answers: list[str] = []
+    requests: list[int] = []
+    for prompt in prompts:
+        messages.append({"role": "user", "content": prompt})
+        for sent in range(1, 10):
+            with sdk.messages.stream(
+                model="demo-kimi",
+                max_tokens=2000,
+                messages=messages,
+                tools=[BASH],  # type: ignore[list-item]
+                thinking={"type": "adaptive"},
+            ) as stream:
+                turn = stream.get_final_message()
+            kept = [b for b in turn.content if keep_thinking or b.type != "thinking"]
+            messages.append({"role": "assistant", "content": [b.model_dump() for b in kept]})
+            if turn.stop_reason == "end_turn":
+                answers.append(turn.content[-1].text)  # type: ignore[union-attr]
+                requests.append(sent)
+                break
+            assert turn.stop_reason == "tool_use"
+            uses = [b for b in turn.content if b.type == "tool_use"]
+            results = [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": use.id,
+                    "content": str(use.input["command"]).split()[-1],  # type: ignore[index]
+                }
+                for use in reversed(uses)
+            ]
+            messages.append({"role": "user", "content": results})
+    return answers, requests
+
+
+@pytest.mark.parametrize("keep_thinking", [True, False])
+def test_a_session_of_tool_calls_in_a_row_and_at_once(
+    demo: str, sdk: anthropic.Anthropic, keep_thinking: bool
+) -> None:
+    """Three commands one after another, then a follow-up with two at once
+    (parallel tool_use blocks): every tool-call turn reaches Kimi with its
+    reasoning (it refuses one without), from the client's thinking blocks or,
+    when the client drops them, from the store; every turn is stored."""
+    key = f"session-{keep_thinking}"
+    with anthropic.Anthropic(base_url=demo, api_key=key, max_retries=0) as client:
+        answers, requests = agent_session(
+            client,
+            [
+                "Use the Bash tool to run `echo one`, then `echo two`, then `echo three`",
+                "Now use the Bash tool to run `echo alpha` and `echo beta` at once",
+            ],
+            keep_thinking=keep_thinking,
+        )
+    assert answers == [
+        "According to Bash: one. According to Bash: two. According to Bash: three.",
+        "According to Bash: beta. According to Bash: alpha.",
+    ]
+    assert requests == [4, 2]
+    auth = {"Authorization": f"Bearer {key}"}
+    (listed,) = httpx.get(f"{demo}/v1/conversations", headers=auth).json()["data"]
+    turns = httpx.get(f"{demo}/v1/conversations/{listed['id']}", headers=auth).json()["turns"]
+    assert [len(t["toolCalls"]) for t in turns] == [1, 1, 1, 0, 2, 0]
+    assert all(t["complete"] and t["blocks"] for t in turns)
+    sent_back = [m for m in turns[-1]["egress"]["messages"] if m["toolCall"]]
+    action = "passed" if keep_thinking else "reinjected"
+    assert [m["action"] for m in sent_back] == [action] * 4
+
+
 def test_count_tokens(sdk: anthropic.Anthropic) -> None:
     counted = sdk.messages.count_tokens(model="demo-deepseek", messages=QUESTION)
     assert 5 < counted.input_tokens < 30
