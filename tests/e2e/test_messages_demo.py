@@ -287,6 +287,53 @@ def test_claude_code_answers_through_the_proxy(demo: str) -> None:
     assert "391" in done.stdout
 
 
+@pytest.mark.skipif(shutil.which("claude") is None, reason="Claude Code is not installed")
+def test_claude_code_runs_a_session_of_tool_calls(demo: str) -> None:
+    """`claude -p` runs two commands in a row, then `--continue` runs two at
+    once (parallel tool_use blocks) in the same conversation: Kimi gets every
+    tool-call turn's reasoning back (it refuses one without), and the proxy
+    keeps all six turns under one conversation."""
+    key = "claude-code-session"
+    with tempfile.TemporaryDirectory() as home:
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": home,
+            "ANTHROPIC_BASE_URL": demo,
+            "ANTHROPIC_API_KEY": key,
+            "ANTHROPIC_MODEL": "demo-kimi",
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL": "demo-kimi",
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        outputs = []
+        for flags, prompt in (
+            ([], "Use the Bash tool to run `echo first-one`, then `echo first-two`"),
+            (["--continue"], "Use the Bash tool to run `echo then-a` and `echo then-b` at once"),
+        ):
+            done = subprocess.run(
+                ["claude", "-p", *flags, "--allowedTools=Bash", "--", prompt],
+                env=env,
+                cwd=home,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            outputs.append(done.stdout.strip())
+    assert outputs[0] == "According to Bash: first-one. According to Bash: first-two."
+    # Claude Code sends the results in the order the commands finished
+    assert outputs[1] in (
+        "According to Bash: then-a. According to Bash: then-b.",
+        "According to Bash: then-b. According to Bash: then-a.",
+    )
+    auth = {"Authorization": f"Bearer {key}"}
+    (listed,) = httpx.get(f"{demo}/v1/conversations", headers=auth).json()["data"]
+    turns = httpx.get(f"{demo}/v1/conversations/{listed['id']}", headers=auth).json()["turns"]
+    assert [len(t["toolCalls"]) for t in turns] == [1, 1, 0, 2, 0]
+    assert all(t["complete"] for t in turns)
+
+
 def test_the_readme_snippet(demo: str) -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     section = readme[

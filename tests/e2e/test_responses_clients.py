@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -225,6 +228,69 @@ def test_a_codex_session_of_tool_calls_in_a_row_and_at_once(
     sent_back = [m for m in turns[-1]["egress"]["messages"] if m["toolCall"]]
     action = "passed" if keep_reasoning else "reinjected"
     assert [m["action"] for m in sent_back] == [action] * 4
+
+
+@pytest.mark.skipif(shutil.which("codex") is None, reason="Codex CLI is not installed")
+def test_codex_runs_a_session_of_tool_calls(demo: Demo, tmp_path: Path) -> None:
+    """`codex exec` runs two commands in a row, then `codex exec resume
+    --last` runs two at once in the same conversation: Kimi gets every
+    tool-call turn's reasoning back (it refuses one without). The commands
+    are fixed echoes from the simulator, run without Codex's sandbox (which
+    needs user namespaces a CI container may not have)."""
+    key = "codex-cli-session"
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(
+        'model = "demo-kimi"\n'
+        'model_provider = "rp"\n'
+        "[model_providers.rp]\n"
+        'name = "reasoning-proxy demo"\n'
+        f'base_url = "{demo.base}/v1"\n'
+        'wire_api = "responses"\n'
+        'env_key = "RP_TEST_KEY"\n'
+    )
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "CODEX_HOME": str(home),
+        "RP_TEST_KEY": key,
+    }
+    outputs = []
+    for command, prompt in (
+        (["exec"], "Use exec_command to run `echo first-one`, then `echo first-two`"),
+        (
+            ["exec", "resume", "--last"],
+            "Use exec_command to run `echo then-a` and `echo then-b` at once",
+        ),
+    ):
+        done = subprocess.run(
+            [
+                "codex",
+                *command,
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+                prompt,
+            ],
+            env=env,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        outputs.append(done.stdout.strip())
+    assert outputs == [
+        "According to exec_command: first-one. According to exec_command: first-two.",
+        "According to exec_command: then-a. According to exec_command: then-b.",
+    ]
+    auth = {"Authorization": f"Bearer {key}"}
+    (listed,) = httpx.get(f"{demo.base}/v1/conversations", headers=auth).json()["data"]
+    url = f"{demo.base}/v1/conversations/{listed['id']}"
+    turns = httpx.get(url, headers=auth).json()["turns"]
+    assert [len(t["toolCalls"]) for t in turns] == [1, 1, 0, 2, 0]
+    assert all(t["complete"] for t in turns)
 
 
 @pytest.mark.parametrize("chained", [False, True])
