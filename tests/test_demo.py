@@ -292,6 +292,131 @@ def test_the_tool_a_user_names_is_called_with_the_quoted_command() -> None:
     assert set(json.loads(function["arguments"])) == {"description", "prompt"}
 
 
+SHELL = [agent_tool("Agent", "description", "prompt"), agent_tool("Bash", "command")]
+
+
+def bash_calls(messages: list[dict[str, Any]], **extra: Any) -> list[dict[str, Any]]:
+    """The tool calls of demo-kimi's streamed reply, put together by index as
+    an OpenAI client does; [] for an answer."""
+    body = {"model": "demo-kimi", "stream": True, "messages": messages, "tools": SHELL, **extra}
+    chunks = call("POST", "/v1/chat/completions", body).chunks()
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in chunks:
+        for piece in chunk["choices"][0]["delta"].get("tool_calls") or ():
+            into = calls.setdefault(piece["index"], {"arguments": ""})
+            if "id" in piece:  # a call's first piece: its id and name, then only arguments
+                assert "id" not in into
+                into.update(id=piece["id"], name=piece["function"]["name"])
+            into["arguments"] += piece["function"]["arguments"]
+    finish = chunks[-1]["choices"][0]["finish_reason"]
+    assert finish == ("tool_calls" if calls else "stop")
+    return [calls[i] for i in sorted(calls)]
+
+
+def ran(messages: list[dict[str, Any]], calls: list[dict[str, Any]], order: Any = None) -> None:
+    """The assistant turn with `calls`, then each call's result (the command's
+    last word), in `order` (the order the client finished them)."""
+    messages.append(
+        {
+            "role": "assistant",
+            "content": "",
+            "reasoning_content": "I should call Bash.",
+            "tool_calls": [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["name"], "arguments": c["arguments"]},
+                }
+                for c in calls
+            ],
+        }
+    )
+    for c in order(calls) if order else calls:
+        word = json.loads(c["arguments"])["command"].split()[-1]
+        messages.append({"role": "tool", "tool_call_id": c["id"], "content": word})
+
+
+def test_commands_asked_in_a_row_are_called_one_per_turn() -> None:
+    """`a`, then `b`, then `c`: one call per turn, in order, each after the
+    result of the one before; then one answer from all the results."""
+    messages: list[dict[str, Any]] = [
+        {
+            "role": "user",
+            "content": "Use the Bash tool to run `echo one`, then `echo two`, then `echo three`",
+        }
+    ]
+    for command in ("echo one", "echo two", "echo three"):
+        calls = bash_calls(messages)
+        assert [json.loads(c["arguments"]) for c in calls] == [{"command": command}]
+        ran(messages, calls)
+    assert bash_calls(messages) == []
+    answer = call(
+        "POST", "/v1/chat/completions", {"model": "demo-kimi", "messages": messages, "tools": SHELL}
+    )
+    message = answer.json["choices"][0]["message"]
+    assert (
+        message["content"]
+        == "According to Bash: one. According to Bash: two. According to Bash: three."
+    )
+    assert message["reasoning_content"].startswith("My earlier reasoning is back in the context")
+
+
+def test_commands_asked_at_once_are_parallel_tool_calls() -> None:
+    """ "at once": one turn with a call per command, each its own `index`
+    (Kimi's and OpenAI's parallel tool calls); the results may come back in
+    any order (Claude Code sends them as they finish)."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Use the Bash tool to run `echo alpha` and `echo beta` at once"}
+    ]
+    calls = bash_calls(messages)
+    assert [json.loads(c["arguments"]) for c in calls] == [
+        {"command": "echo alpha"},
+        {"command": "echo beta"},
+    ]
+    assert calls[0]["id"] != calls[1]["id"]
+    whole = call(
+        "POST", "/v1/chat/completions", {"model": "demo-kimi", "messages": messages, "tools": SHELL}
+    )
+    assert [c["id"] for c in whole.json["choices"][0]["message"]["tool_calls"]] == [
+        c["id"] for c in calls
+    ]
+    ran(messages, calls, order=lambda cs: cs[::-1])
+    body = {"model": "demo-kimi", "messages": messages, "tools": SHELL}
+    message = call("POST", "/v1/chat/completions", body).json["choices"][0]["message"]
+    assert message["content"] == "According to Bash: beta. According to Bash: alpha."
+    # a request that forbids parallel calls gets them one per turn
+    assert len(bash_calls(messages[:1], parallel_tool_calls=False)) == 1
+
+
+def test_a_tool_loop_whose_first_turn_lost_its_reasoning_is_refused_at_any_step() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Use the Bash tool to run `echo one`, then `echo two`"}
+    ]
+    ran(messages, bash_calls(messages))
+    ran(messages, bash_calls(messages))
+    del messages[1]["reasoning_content"]
+    body = {"model": "demo-kimi", "messages": messages, "tools": SHELL}
+    assert call("POST", "/v1/chat/completions", body).status == 400
+
+
+def test_a_shell_result_is_quoted_without_its_header() -> None:
+    """Codex's exec_command result starts with a header (chunk id, wall time,
+    exit code); the answer quotes what the command printed."""
+    result = (
+        "Chunk ID: 9fba82\nWall time: 0.0000 seconds\nProcess exited with code 0\n"
+        "Original token count: 4\nOutput:\nhello-from-tool\n"
+    )
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "Use the Bash tool to run `echo hello-from-tool`"}
+    ]
+    calls = bash_calls(messages)
+    ran(messages, calls)
+    messages[-1]["content"] = result
+    body = {"model": "demo-kimi", "messages": messages, "tools": SHELL}
+    message = call("POST", "/v1/chat/completions", body).json["choices"][0]["message"]
+    assert message["content"] == "According to Bash: hello-from-tool."
+
+
 def test_a_question_that_names_no_tool_is_answered_without_one() -> None:
     """Coding agents offer tools with every request; a question that names
     none (and no get_weather on offer) is answered directly, not sent to the

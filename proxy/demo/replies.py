@@ -57,7 +57,7 @@ class ToolCall:
 class Reply:
     reasoning: str
     answer: str
-    tool_call: ToolCall | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 def field_at(body: Mapping[str, Any], path: Sequence[str]) -> Any:
@@ -89,18 +89,27 @@ def effort_of(body: Mapping[str, Any]) -> str | None:
 def compose_reply(body: Mapping[str, Any], *, calls_tools: bool) -> Reply:
     """The reply to a chat request whose `messages` is a non-empty list."""
     messages = [m for m in body.get("messages", ()) if isinstance(m, dict)]
+    text = _last_user_text(messages)
+    tool = _offered_tool(body.get("tools"), text) if calls_tools else None
+    calls: tuple[ToolCall, ...] = ()
     if messages and messages[-1].get("role") == "tool":
         sentences, answer = _after_tool(messages)
-        call = None
-    else:
-        text = _last_user_text(messages)
-        tool = _offered_tool(body.get("tools"), text) if calls_tools else None
-        if tool is not None:
-            sentences, call = _call_tool(text, tool, messages)
+        plan = _plan(text, tool)
+        done = _calls_since_user(messages)
+        if plan is not None and done < len(plan):
+            # a series the user asked for, one call after another: the next one
+            assert tool is not None  # a plan exists only for an offered tool
+            sentences = [
+                *sentences[:-1],
+                f"Next I should call {tool.name} with {_shown(plan[done])}.",
+            ]
+            calls = (_tool_call(tool, plan[done], messages, done),)
             answer = ""
-        else:
-            sentences, answer = _answer(text)
-            call = None
+    elif tool is not None:
+        sentences, calls = _call_tool(text, tool, messages, body)
+        answer = ""
+    else:
+        sentences, answer = _answer(text)
     if not thinking_enabled(body):
         sentences = []
     else:
@@ -109,7 +118,7 @@ def compose_reply(body: Mapping[str, Any], *, calls_tools: bool) -> Reply:
             sentences = sentences[:1]
         elif effort in ("high", "xhigh", "max"):
             sentences = [*sentences, "Checking once more before answering: it holds."]
-    return Reply(" ".join(sentences), answer, call)
+    return Reply(" ".join(sentences), answer, calls)
 
 
 def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -218,6 +227,12 @@ class _Tool:
 
 # `like this`: what a user quotes for a tool to take as it is (a command)
 _QUOTED = re.compile(r"`([^`]+)`")
+# a user who asks for several commands "at once" gets them in one turn
+# (parallel tool calls); otherwise they come one per turn, in order
+_AT_ONCE = re.compile(
+    r"\b(at once|in parallel|parallel|simultaneously|at the same time)\b", re.IGNORECASE
+)
+_PLACE_PARAMS = ("city", "location", "place")
 
 
 def _offered_tool(tools: Any, text: str = "") -> _Tool | None:
@@ -243,48 +258,118 @@ def _offered_tool(tools: Any, text: str = "") -> _Tool | None:
     )
 
 
-def _call_tool(
-    text: str, tool: _Tool, messages: Sequence[Mapping[str, Any]]
-) -> tuple[list[str], ToolCall]:
+def _arguments(tool: _Tool, text: str, quoted: str | None) -> dict[str, str]:
     arguments: dict[str, str] = {}
-    quoted = _QUOTED.search(text)
     for name in tool.arguments:
-        if name in ("city", "location", "place"):
+        if name in _PLACE_PARAMS:
             arguments[name] = _city(text)
         elif quoted is not None:
-            arguments[name] = quoted.group(1)
+            arguments[name] = quoted
         else:
             arguments[name] = _snippet(text, 80)
-    shown = ", ".join(f"{k}={v}" for k, v in arguments.items())
+    return arguments
+
+
+def _plan(text: str, tool: _Tool | None) -> list[dict[str, str]] | None:
+    """The calls for a user who quotes several commands for one tool, in
+    order; None for a single call (one quoted span, or a tool that takes
+    none of them)."""
+    quoted = _QUOTED.findall(text)
+    if tool is None or len(quoted) < 2:
+        return None
+    if all(name in _PLACE_PARAMS for name in tool.arguments):
+        return None
+    return [_arguments(tool, text, q) for q in quoted]
+
+
+def _at_once(text: str, body: Mapping[str, Any]) -> bool:
+    # a request that forbids parallel calls gets them one per turn
+    return _AT_ONCE.search(text) is not None and body.get("parallel_tool_calls") is not False
+
+
+def _shown(arguments: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in arguments.items())
+
+
+def _tool_call(
+    tool: _Tool, arguments: Mapping[str, str], messages: Sequence[Mapping[str, Any]], n: int
+) -> ToolCall:
     # The id depends on the conversation so far: the same request gets the
-    # same id, different conversations get different ones.
-    digest = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()
-    call = ToolCall(f"call_{digest[:24]}", tool.name, json.dumps(arguments, ensure_ascii=False))
+    # same ids, different conversations (and calls) get different ones.
+    seed = json.dumps(messages, sort_keys=True, default=str) + (f"#{n}" if n else "")
+    digest = hashlib.sha256(seed.encode()).hexdigest()
+    return ToolCall(f"call_{digest[:24]}", tool.name, json.dumps(arguments, ensure_ascii=False))
+
+
+def _call_tool(
+    text: str, tool: _Tool, messages: Sequence[Mapping[str, Any]], body: Mapping[str, Any]
+) -> tuple[list[str], tuple[ToolCall, ...]]:
+    asks = f'The user asks: "{_snippet(text)}".'
+    plan = _plan(text, tool)
+    if plan is None:
+        quoted = _QUOTED.search(text)
+        arguments = _arguments(tool, text, quoted.group(1) if quoted else None)
+        shown = _shown(arguments)
+        return (
+            [
+                asks,
+                f"The {tool.name} tool can answer this.",
+                f"I should call {tool.name}" + (f" with {shown}." if shown else "."),
+            ],
+            (_tool_call(tool, arguments, messages, 0),),
+        )
+    if _at_once(text, body):
+        calls = tuple(_tool_call(tool, a, messages, i) for i, a in enumerate(plan))
+        listed = "; ".join(_shown(a) for a in plan)
+        return (
+            [
+                asks,
+                f"The {tool.name} tool can answer this, once for each of the {len(plan)} commands.",
+                f"They do not depend on each other, so I call {tool.name} {len(plan)} times "
+                f"at once: {listed}.",
+            ],
+            calls,
+        )
     return (
         [
-            f'The user asks: "{_snippet(text)}".',
-            f"The {tool.name} tool can answer this.",
-            f"I should call {tool.name}" + (f" with {shown}." if shown else "."),
+            asks,
+            f"The {tool.name} tool can answer this, one call for each of the {len(plan)} "
+            "commands, in order.",
+            f"I should call {tool.name} with {_shown(plan[0])} first.",
         ],
-        call,
+        (_tool_call(tool, plan[0], messages, 0),),
+    )
+
+
+def _since_user(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The messages after the last user message (a tool loop's steps)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].get("role") == "user":
+            return list(messages[i + 1 :])
+    return list(messages)
+
+
+def _calls_since_user(messages: Sequence[Mapping[str, Any]]) -> int:
+    return sum(
+        len(m.get("tool_calls") or ())
+        for m in _since_user(messages)
+        if m.get("role") == "assistant"
     )
 
 
 def _after_tool(messages: Sequence[Mapping[str, Any]]) -> tuple[list[str], str]:
-    """Answer from the tool results that end the conversation."""
-    results: list[Mapping[str, Any]] = []
-    for message in reversed(messages):
-        if message.get("role") != "tool":
-            break
-        results.insert(0, message)
-    caller = messages[-len(results) - 1] if len(messages) > len(results) else {}
-    names = _call_names(caller)
-    earlier = caller.get("reasoning_content") or caller.get("reasoning")
-    recalled = isinstance(earlier, str) and earlier.strip() != ""
+    """Answer from the tool results since the user's last message."""
+    steps = _since_user(messages)
+    results = [m for m in steps if m.get("role") == "tool"]
+    callers = [m for m in steps if m.get("role") == "assistant" and m.get("tool_calls")]
+    names: dict[str, str] = {}
+    for caller in callers:
+        names.update(_call_names(caller))
+    recalled = bool(callers) and all(_has_reasoning(c) for c in callers)
     found = [
         (
             names.get(str(r.get("tool_call_id")), "the tool"),
-            _snippet(content_text(r.get("content")), 80),
+            _snippet(_output_of(content_text(r.get("content"))), 80),
         )
         for r in results
     ]
@@ -298,6 +383,22 @@ def _after_tool(messages: Sequence[Mapping[str, Any]]) -> tuple[list[str], str]:
         ],
         " ".join(f"According to {name}: {result}." for name, result in found),
     )
+
+
+# Codex's exec_command result: a header (chunk id, wall time, exit code),
+# then the command's output after this line
+_OUTPUT_LINE = "\nOutput:\n"
+
+
+def _output_of(result: str) -> str:
+    """What a tool returned, without the header a shell tool puts before it."""
+    _, found, output = result.partition(_OUTPUT_LINE)
+    return output.strip() if found else result
+
+
+def _has_reasoning(message: Mapping[str, Any]) -> bool:
+    earlier = message.get("reasoning_content") or message.get("reasoning")
+    return isinstance(earlier, str) and earlier.strip() != ""
 
 
 def _call_names(message: Mapping[str, Any]) -> dict[str, str]:

@@ -185,19 +185,30 @@ def _tagged(model: DemoModel, reply: Reply) -> str:
     return f"<think>\n{reply.reasoning}\n</think>\n\n{reply.answer}"
 
 
-def _parts(model: DemoModel, reply: Reply, env: Envelope) -> list[tuple[PartKind, str]]:
-    parts: list[tuple[PartKind, str]] = []
+@dataclass(frozen=True, slots=True)
+class _Part:
+    kind: PartKind
+    text: str
+    index: int = 0  # which tool call a tool part belongs to
+
+
+def _parts(model: DemoModel, reply: Reply, env: Envelope) -> list[_Part]:
+    parts: list[_Part] = []
     if _in_content(model, env):
-        parts += [("content", p) for p in pieces(_tagged(model, reply))]
+        parts += [_Part("content", p) for p in pieces(_tagged(model, reply))]
     else:
-        parts += [("reasoning", p) for p in pieces(reply.reasoning)]
+        parts += [_Part("reasoning", p) for p in pieces(reply.reasoning)]
         if model.style == "openrouter" and reply.reasoning:
-            parts.append(("encrypted", _encrypted(reply.reasoning)))
-        parts += [("content", p) for p in pieces(reply.answer)]
-    if reply.tool_call is not None:
-        parts.append(("tool_start", ""))
-        arguments = reply.tool_call.arguments
-        parts += [("tool_args", arguments[i : i + 10]) for i in range(0, len(arguments), 10)]
+            parts.append(_Part("encrypted", _encrypted(reply.reasoning)))
+        parts += [_Part("content", p) for p in pieces(reply.answer)]
+    # several calls (parallel tool calls) follow one another, each with its
+    # own index: its id and name first, then its arguments in pieces
+    for index, call in enumerate(reply.tool_calls):
+        parts.append(_Part("tool_start", "", index))
+        arguments = call.arguments
+        parts += [
+            _Part("tool_args", arguments[i : i + 10], index) for i in range(0, len(arguments), 10)
+        ]
     return parts
 
 
@@ -223,7 +234,8 @@ def _encrypted_detail(data: str) -> dict[str, Any]:
     }
 
 
-def _delta(model: DemoModel, kind: PartKind, text: str, reply: Reply) -> dict[str, Any]:
+def _delta(model: DemoModel, part: _Part, reply: Reply) -> dict[str, Any]:
+    kind, text = part.kind, part.text
     if kind == "reasoning":
         if model.style == "openrouter":
             return {
@@ -250,14 +262,12 @@ def _delta(model: DemoModel, kind: PartKind, text: str, reply: Reply) -> dict[st
         if model.explicit_nulls:
             return {"content": text, model.style: None}
         return {"content": text}
-    call = reply.tool_call
-    assert call is not None  # tool parts exist only with a tool call
     if kind == "tool_start":
+        call = reply.tool_calls[part.index]
         function = {"name": call.name, "arguments": ""}
-        return {
-            "tool_calls": [{"index": 0, "id": call.id, "type": "function", "function": function}]
-        }
-    return {"tool_calls": [{"index": 0, "function": {"arguments": text}}]}
+        start = {"index": part.index, "id": call.id, "type": "function", "function": function}
+        return {"tool_calls": [start]}
+    return {"tool_calls": [{"index": part.index, "function": {"arguments": text}}]}
 
 
 def _chunk(
@@ -283,13 +293,13 @@ def _chunk(
 
 
 def _finish_reason(reply: Reply) -> str:
-    return "tool_calls" if reply.tool_call is not None else "stop"
+    return "tool_calls" if reply.tool_calls else "stop"
 
 
 def usage(model: DemoModel, reply: Reply, prompt_chars: int) -> dict[str, Any]:
     """Token counts estimated at four characters a token."""
     reasoning = tokens(reply.reasoning)
-    answer = tokens(reply.answer + (reply.tool_call.arguments if reply.tool_call else ""))
+    answer = tokens(reply.answer + "".join(c.arguments for c in reply.tool_calls))
     prompt = max(1, math.ceil(prompt_chars / 4))
     out: dict[str, Any] = {
         "prompt_tokens": prompt,
@@ -308,8 +318,8 @@ def stream_chunks(
     chunks: list[dict[str, Any]] = []
     if model.opening_delta is not None:
         chunks.append(_chunk(model, env, model.opening_delta))
-    for kind, text in _parts(model, reply, env):
-        delta = _delta(model, kind, text, reply)
+    for part in _parts(model, reply, env):
+        delta = _delta(model, part, reply)
         if not chunks:
             delta = {"role": "assistant", "content": "", **delta}
         chunks.append(_chunk(model, env, delta))
@@ -354,14 +364,14 @@ def _message(model: DemoModel, reply: Reply, env: Envelope) -> dict[str, Any]:
             message["reasoning_details"] = [_text_detail(reply.reasoning, model)]
         elif reply.reasoning:
             message[model.style] = reply.reasoning
-    if reply.tool_call is not None:
-        call = reply.tool_call
+    if reply.tool_calls:
         message["tool_calls"] = [
             {
                 "id": call.id,
                 "type": "function",
                 "function": {"name": call.name, "arguments": call.arguments},
             }
+            for call in reply.tool_calls
         ]
     return message
 

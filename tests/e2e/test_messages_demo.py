@@ -171,6 +171,91 @@ def test_a_tool_loop_that_drops_thinking(sdk: anthropic.Anthropic) -> None:
     assert RECALLED in tool_loop(sdk, keep_thinking=False, city="Lyon")
 
 
+BASH = {
+    "name": "Bash",
+    "description": "Runs a shell command.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"command": {"type": "string"}, "timeout": {"type": "number"}},
+        "required": ["command"],
+    },
+}
+
+
+def agent_session(
+    sdk: anthropic.Anthropic, prompts: list[str], *, keep_thinking: bool
+) -> tuple[list[str], list[int]]:
+    """Claude Code's loop, one prompt after another in one conversation: each
+    turn streamed, every tool_use "run" (its result is the command's last
+    word), the results sent back in the order the commands finished (the
+    last first), until end_turn. The final texts, and the requests per prompt."""
+    messages: list[Any] = []
+    answers: list[str] = []
+    requests: list[int] = []
+    for prompt in prompts:
+        messages.append({"role": "user", "content": prompt})
+        for sent in range(1, 10):
+            with sdk.messages.stream(
+                model="demo-kimi",
+                max_tokens=2000,
+                messages=messages,
+                tools=[BASH],  # type: ignore[list-item]
+                thinking={"type": "adaptive"},
+            ) as stream:
+                turn = stream.get_final_message()
+            kept = [b for b in turn.content if keep_thinking or b.type != "thinking"]
+            messages.append({"role": "assistant", "content": [b.model_dump() for b in kept]})
+            if turn.stop_reason == "end_turn":
+                answers.append(turn.content[-1].text)  # type: ignore[union-attr]
+                requests.append(sent)
+                break
+            assert turn.stop_reason == "tool_use"
+            uses = [b for b in turn.content if b.type == "tool_use"]
+            results = [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": use.id,
+                    "content": str(use.input["command"]).split()[-1],  # type: ignore[index]
+                }
+                for use in reversed(uses)
+            ]
+            messages.append({"role": "user", "content": results})
+    return answers, requests
+
+
+@pytest.mark.parametrize("keep_thinking", [True, False])
+def test_a_session_of_tool_calls_in_a_row_and_at_once(
+    demo: str, sdk: anthropic.Anthropic, keep_thinking: bool
+) -> None:
+    """Three commands one after another, then a follow-up with two at once
+    (parallel tool_use blocks): every tool-call turn reaches Kimi with its
+    reasoning (it refuses one without), from the client's thinking blocks or,
+    when the client drops them, from the store; every turn is stored."""
+    key = f"session-{keep_thinking}"
+    with anthropic.Anthropic(base_url=demo, api_key=key, max_retries=0) as client:
+        answers, requests = agent_session(
+            client,
+            [
+                "Use the Bash tool to run `echo one`, then `echo two`, then `echo three`",
+                "Now use the Bash tool to run `echo alpha` and `echo beta` at once",
+            ],
+            keep_thinking=keep_thinking,
+        )
+    assert answers == [
+        "According to Bash: one. According to Bash: two. According to Bash: three.",
+        "According to Bash: beta. According to Bash: alpha.",
+    ]
+    assert requests == [4, 2]
+    auth = {"Authorization": f"Bearer {key}"}
+    (listed,) = httpx.get(f"{demo}/v1/conversations", headers=auth).json()["data"]
+    turns = httpx.get(f"{demo}/v1/conversations/{listed['id']}", headers=auth).json()["turns"]
+    assert [len(t["toolCalls"]) for t in turns] == [1, 1, 1, 0, 2, 0]
+    assert all(t["complete"] and t["blocks"] for t in turns)
+    sent_back = [m for m in turns[-1]["egress"]["messages"] if m["toolCall"]]
+    action = "passed" if keep_thinking else "reinjected"
+    assert [m["action"] for m in sent_back] == [action] * 4
+
+
 def test_count_tokens(sdk: anthropic.Anthropic) -> None:
     counted = sdk.messages.count_tokens(model="demo-deepseek", messages=QUESTION)
     assert 5 < counted.input_tokens < 30
@@ -200,6 +285,53 @@ def test_claude_code_answers_through_the_proxy(demo: str) -> None:
         )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "391" in done.stdout
+
+
+@pytest.mark.skipif(shutil.which("claude") is None, reason="Claude Code is not installed")
+def test_claude_code_runs_a_session_of_tool_calls(demo: str) -> None:
+    """`claude -p` runs two commands in a row, then `--continue` runs two at
+    once (parallel tool_use blocks) in the same conversation: Kimi gets every
+    tool-call turn's reasoning back (it refuses one without), and the proxy
+    keeps all six turns under one conversation."""
+    key = "claude-code-session"
+    with tempfile.TemporaryDirectory() as home:
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": home,
+            "ANTHROPIC_BASE_URL": demo,
+            "ANTHROPIC_API_KEY": key,
+            "ANTHROPIC_MODEL": "demo-kimi",
+            "ANTHROPIC_DEFAULT_HAIKU_MODEL": "demo-kimi",
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+        outputs = []
+        for flags, prompt in (
+            ([], "Use the Bash tool to run `echo first-one`, then `echo first-two`"),
+            (["--continue"], "Use the Bash tool to run `echo then-a` and `echo then-b` at once"),
+        ):
+            done = subprocess.run(
+                ["claude", "-p", *flags, "--allowedTools=Bash", "--", prompt],
+                env=env,
+                cwd=home,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+            outputs.append(done.stdout.strip())
+    assert outputs[0] == "According to Bash: first-one. According to Bash: first-two."
+    # Claude Code sends the results in the order the commands finished
+    assert outputs[1] in (
+        "According to Bash: then-a. According to Bash: then-b.",
+        "According to Bash: then-b. According to Bash: then-a.",
+    )
+    auth = {"Authorization": f"Bearer {key}"}
+    (listed,) = httpx.get(f"{demo}/v1/conversations", headers=auth).json()["data"]
+    turns = httpx.get(f"{demo}/v1/conversations/{listed['id']}", headers=auth).json()["turns"]
+    assert [len(t["toolCalls"]) for t in turns] == [1, 1, 0, 2, 0]
+    assert all(t["complete"] for t in turns)
 
 
 def test_the_readme_snippet(demo: str) -> None:

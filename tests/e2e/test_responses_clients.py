@@ -7,6 +7,10 @@ tool-call turn that comes back without its reasoning."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import shutil
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -135,6 +139,158 @@ def test_the_kimi_tool_loop_works_whether_the_client_keeps_reasoning_or_not(
     demo: Demo, keep_reasoning: bool
 ) -> None:
     assert "-3 C" in kimi_loop(demo, keep_reasoning=keep_reasoning)
+
+
+EXEC_TOOL: Any = {
+    "type": "function",
+    "name": "exec_command",
+    "description": "Runs a command in a PTY.",
+    "strict": False,
+    "parameters": {
+        "type": "object",
+        "properties": {"cmd": {"type": "string"}, "yield_time_ms": {"type": "number"}},
+        "required": ["cmd"],
+        "additionalProperties": False,
+    },
+}
+
+
+def codex_session(demo: Demo, key: str, prompts: list[str], *, keep_reasoning: bool) -> list[str]:
+    """Codex's loop, one prompt after another in one conversation: stateless
+    (store false, the whole input each time, reasoning items carried with
+    their encrypted_content), streamed, parallel tool calls allowed; every
+    function_call "run" (its output is the command's last word) until a
+    turn ends without one. The final texts."""
+    items: list[Any] = []
+    answers: list[str] = []
+    with openai.OpenAI(base_url=demo.base + "/v1", api_key=key, max_retries=0) as client:
+        for prompt in prompts:
+            items.append({"type": "message", "role": "user", "content": prompt})
+            for _ in range(10):
+                with client.responses.stream(
+                    model="demo-kimi",
+                    input=items,
+                    tools=[EXEC_TOOL],
+                    tool_choice="auto",
+                    parallel_tool_calls=True,
+                    store=False,
+                    include=["reasoning.encrypted_content"],
+                    reasoning={"summary": "auto"},
+                ) as stream:
+                    response = stream.get_final_response()
+                assert response.status == "completed"
+                items += [
+                    i.model_dump(exclude_none=True)
+                    for i in response.output
+                    if keep_reasoning or i.type != "reasoning"
+                ]
+                calls = [i for i in response.output if i.type == "function_call"]
+                if not calls:
+                    answers.append(response.output_text)
+                    break
+                for call in calls:
+                    word = str(json.loads(call.arguments)["cmd"]).split()[-1]
+                    items.append(
+                        {"type": "function_call_output", "call_id": call.call_id, "output": word}
+                    )
+    return answers
+
+
+@pytest.mark.parametrize("keep_reasoning", [True, False])
+def test_a_codex_session_of_tool_calls_in_a_row_and_at_once(
+    demo: Demo, keep_reasoning: bool
+) -> None:
+    """Three commands one after another, then a follow-up with two at once
+    (parallel function calls): every tool-call turn reaches Kimi with its
+    reasoning (it refuses one without), from the client's encrypted_content
+    or, when the client drops its reasoning items, from the store."""
+    key = f"codex-session-{keep_reasoning}"
+    answers = codex_session(
+        demo,
+        key,
+        [
+            "Use exec_command to run `echo one`, then `echo two`, then `echo three`",
+            "Now use exec_command to run `echo alpha` and `echo beta` at once",
+        ],
+        keep_reasoning=keep_reasoning,
+    )
+    assert answers == [
+        "According to exec_command: one. According to exec_command: two. "
+        "According to exec_command: three.",
+        "According to exec_command: alpha. According to exec_command: beta.",
+    ]
+    auth = {"Authorization": f"Bearer {key}"}
+    (listed,) = httpx.get(f"{demo.base}/v1/conversations", headers=auth).json()["data"]
+    url = f"{demo.base}/v1/conversations/{listed['id']}"
+    turns = httpx.get(url, headers=auth).json()["turns"]
+    assert [len(t["toolCalls"]) for t in turns] == [1, 1, 1, 0, 2, 0]
+    assert all(t["complete"] and t["blocks"] for t in turns)
+    sent_back = [m for m in turns[-1]["egress"]["messages"] if m["toolCall"]]
+    action = "passed" if keep_reasoning else "reinjected"
+    assert [m["action"] for m in sent_back] == [action] * 4
+
+
+@pytest.mark.skipif(shutil.which("codex") is None, reason="Codex CLI is not installed")
+def test_codex_runs_a_session_of_tool_calls(demo: Demo, tmp_path: Path) -> None:
+    """`codex exec` runs two commands in a row, then `codex exec resume
+    --last` runs two at once in the same conversation: Kimi gets every
+    tool-call turn's reasoning back (it refuses one without). The commands
+    are fixed echoes from the simulator, run without Codex's sandbox (which
+    needs user namespaces a CI container may not have)."""
+    key = "codex-cli-session"
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    (home / "config.toml").write_text(
+        'model = "demo-kimi"\n'
+        'model_provider = "rp"\n'
+        "[model_providers.rp]\n"
+        'name = "reasoning-proxy demo"\n'
+        f'base_url = "{demo.base}/v1"\n'
+        'wire_api = "responses"\n'
+        'env_key = "RP_TEST_KEY"\n'
+    )
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "CODEX_HOME": str(home),
+        "RP_TEST_KEY": key,
+    }
+    outputs = []
+    for command, prompt in (
+        (["exec"], "Use exec_command to run `echo first-one`, then `echo first-two`"),
+        (
+            ["exec", "resume", "--last"],
+            "Use exec_command to run `echo then-a` and `echo then-b` at once",
+        ),
+    ):
+        done = subprocess.run(
+            [
+                "codex",
+                *command,
+                "--skip-git-repo-check",
+                "--dangerously-bypass-approvals-and-sandbox",
+                prompt,
+            ],
+            env=env,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        outputs.append(done.stdout.strip())
+    assert outputs == [
+        "According to exec_command: first-one. According to exec_command: first-two.",
+        "According to exec_command: then-a. According to exec_command: then-b.",
+    ]
+    auth = {"Authorization": f"Bearer {key}"}
+    (listed,) = httpx.get(f"{demo.base}/v1/conversations", headers=auth).json()["data"]
+    url = f"{demo.base}/v1/conversations/{listed['id']}"
+    turns = httpx.get(url, headers=auth).json()["turns"]
+    assert [len(t["toolCalls"]) for t in turns] == [1, 1, 0, 2, 0]
+    assert all(t["complete"] for t in turns)
 
 
 @pytest.mark.parametrize("chained", [False, True])
