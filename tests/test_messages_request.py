@@ -189,6 +189,14 @@ def test_a_tool_result_without_its_tool_use_is_refused() -> None:
         ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens"),
         ({"output_config": {"effort": "extreme"}}, "output_config.effort"),
         ({"tool_choice": {"type": "sometimes"}}, "tool_choice.type"),
+        # a tool the request does not define at all (not a dropped server tool)
+        (
+            {
+                "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+                "tool_choice": {"type": "tool", "name": "g"},
+            },
+            "tool_choice.name",
+        ),
         # the top-level system is itself the list of blocks (it said system.content[0])
         ({"system": [{"type": "image"}]}, "system[0]"),
         ({"system": [{"text": "x"}]}, "system[0]"),

@@ -284,6 +284,12 @@ MESSAGES_FIELDS = _cases(
     ("model-missing", "model", SKIP, "model:"),
     ("model-null", "model", None, "model:"),
     ("model-number", "model", 5, "model:"),
+    (
+        "tool-choice-unknown-tool",
+        "tool_choice",
+        {"type": "tool", "name": "nowhere"},
+        "tool_choice.name:",
+    ),
     ("messages-missing", "messages", SKIP, "messages:"),
     ("messages-string", "messages", "hi", "messages:"),
     ("messages-empty", "messages", [], "messages:"),

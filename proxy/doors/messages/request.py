@@ -333,6 +333,8 @@ class _Translator:
             raise bad("tool_choice.type", "must be one of: auto, any, tool, none")
         if kind == "tool" and not isinstance(raw.get("name"), str):
             raise bad("tool_choice.name", "must be a string")
+        if kind == "tool" and raw["name"] not in names and raw["name"] not in self.dropped_tools:
+            raise bad("tool_choice.name", "names no tool of the request")
         if not tools or (kind == "tool" and raw["name"] not in names):
             self.drop("tool_choice")  # it names (or needs) tools that were dropped
             return
@@ -399,6 +401,8 @@ def _settings(body: Json, t: _Translator, translation: Translation) -> list[tupl
         elif kind == "disabled":
             pairs.append(("x-reasoning-enabled", "false"))
         else:
+            # a type this proxy does not know (a newer API's) is dropped and
+            # named, not refused: the client's next request must not break
             t.drop("thinking")
         display = thinking.get("display")
         if display is not None and display not in ("summarized", "omitted"):
