@@ -11,8 +11,12 @@ proxy stored, and a stored turn knows its conversation. So:
   its latest assistant message, found in the tenant's index by tool-call id,
   else by the fingerprint of its visible content and tool calls (the same
   match that finds reasoning to re-inject);
-- a latest assistant message the proxy never stored (a history written
-  elsewhere, a turn the store lost or let expire) opens a new conversation.
+- a latest assistant message the proxy never stored (one a client wrote
+  itself, as agents do when they resume after an interrupt: "No response
+  requested.") hands over to the one before it, up to `WALK_BACK` of them;
+- a history none of whose latest assistant messages the proxy stored (one
+  written elsewhere, turns the store lost or let expire) opens a new
+  conversation.
 
 Limit: two conversations whose latest assistant messages are the same (same
 text, no tool-call ids) cannot be told apart by content; the request joins
@@ -32,6 +36,9 @@ from proxy.reasoning.tags import TagSet
 
 # the key a stored turn's `extra` names its conversation under
 CONVERSATION = "conversation"
+# assistant messages looked up, latest first, before a request opens a new
+# conversation (a history written elsewhere costs this many lookups once)
+WALK_BACK = 8
 
 
 def new_conversation_id() -> str:
@@ -41,21 +48,22 @@ def new_conversation_id() -> str:
 async def continued_conversation(
     store: TurnReader, tenant: str, messages: Sequence[Any], tags: TagSet
 ) -> str | None:
-    """The conversation whose stored turn is the request's latest assistant
-    message; None when there is no assistant message or no such turn."""
-    latest = next(
-        (m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "assistant"),
-        None,
-    )
-    if latest is None:
-        return None
-    message = read_assistant(0, latest, tags)
+    """The conversation of the stored turn that is one of the request's
+    latest assistant messages (the latest that is one); None when there is
+    none."""
 
     async def lookup(index_key: str) -> Any:
         return await store.lookup(tenant, index_key)
 
-    turn = await best_stored(message, lookup)
-    if turn is None:
-        return None
-    conversation = turn.extra.get(CONVERSATION)
-    return conversation if isinstance(conversation, str) and conversation else None
+    looked = 0
+    for latest in reversed(messages):
+        if not isinstance(latest, dict) or latest.get("role") != "assistant":
+            continue
+        turn = await best_stored(read_assistant(0, latest, tags), lookup)
+        if turn is not None:
+            conversation = turn.extra.get(CONVERSATION)
+            return conversation if isinstance(conversation, str) and conversation else None
+        looked += 1
+        if looked == WALK_BACK:
+            break
+    return None

@@ -181,3 +181,50 @@ def test_a_named_conversation_is_never_second_guessed(upstream: FakeUpstream) ->
         listed = conversations(proxy.url)
     assert named == "mine"
     assert listed == {auto: 1, "mine": 1}
+
+
+def test_a_resumed_agent_with_its_own_placeholder_stays_in_its_conversation(
+    upstream: FakeUpstream,
+) -> None:
+    """An agent resumed after an interrupt writes its own turns into the
+    history ("No response requested." as the assistant, "Continue from where
+    you left off." as the user): the request still continues the
+    conversation of the latest assistant message the proxy stored."""
+    upstream.script(answer("One.", "First reply."), answer("Two.", "Second reply."))
+    with running_proxy(route_config(upstream)) as proxy:
+        opened = post(proxy.url, QUESTION).headers["x-conversation-id"]
+        resumed = post(
+            proxy.url,
+            [
+                *QUESTION,
+                {"role": "assistant", "content": "First reply."},
+                {"role": "user", "content": "Continue from where you left off."},
+                {"role": "assistant", "content": "No response requested."},
+                {"role": "user", "content": "Go on."},
+            ],
+        ).headers["x-conversation-id"]
+        listed = conversations(proxy.url)
+    assert resumed == opened
+    assert listed == {opened: 2}
+
+
+def test_only_the_latest_few_assistant_messages_are_looked_up(upstream: FakeUpstream) -> None:
+    """Past WALK_BACK assistant messages the proxy never stored, a request
+    opens a new conversation (a long history written elsewhere costs a
+    bounded number of lookups)."""
+    from proxy.history.threads import WALK_BACK
+
+    upstream.script(answer("One.", "First reply."), answer("Two.", "Second reply."))
+    foreign = []
+    for n in range(WALK_BACK):
+        foreign += [
+            {"role": "assistant", "content": f"Written elsewhere {n}."},
+            {"role": "user", "content": "And?"},
+        ]
+    with running_proxy(route_config(upstream)) as proxy:
+        opened = post(proxy.url, QUESTION).headers["x-conversation-id"]
+        later = post(
+            proxy.url,
+            [*QUESTION, {"role": "assistant", "content": "First reply."}, *foreign],
+        ).headers["x-conversation-id"]
+    assert later != opened
