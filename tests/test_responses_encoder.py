@@ -392,7 +392,7 @@ def test_a_refusal_is_a_message_with_a_refusal_part() -> None:
     ]
     response = Response.model_validate(evs[-1]["response"])
     assert [item.model_dump()["content"] for item in response.output] == [
-        [{"type": "output_text", "text": "Let me see. ", "annotations": [], "logprobs": None}],
+        [{"type": "output_text", "text": "Let me see. ", "annotations": [], "logprobs": []}],
         [{"type": "refusal", "refusal": "I can't help with that."}],
     ]
 

@@ -101,11 +101,9 @@ def reasoning_item(item_id: str, summary: str, encrypted: str | None) -> Json:
 
 
 def output_text(text: str, logprobs: list[Json] | None = None) -> Json:
-    """An output_text part; its `logprobs` only when the request included them."""
-    part: Json = {"type": "output_text", "text": text, "annotations": []}
-    if logprobs is not None:
-        part["logprobs"] = logprobs
-    return part
+    """An output_text part; `logprobs` empty unless the request included them
+    (as the Responses API writes it)."""
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": logprobs or []}
 
 
 def logprobs_of(chat: Any) -> list[Json]:
