@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import fields, replace
 from typing import Any
 
 import pytest
@@ -190,3 +191,15 @@ def test_map_texts_returns_the_same_turn_when_nothing_changes() -> None:
     turn = Turn(parts=(TextPart("plain"),), reasoning_details=({"text": "x"},))
     assert map_texts(turn, lambda text: text) is turn
     assert map_texts(Turn(), str.upper) == Turn()
+
+
+def test_token_counts_change_the_other_fields_as_replace_does() -> None:
+    changes: dict[str, Any] = {"route": "r2", "created": 2.5, "extra": {"k": 1}, "persisted": False}
+    for turn in (TURN, Turn(parts=(TextPart("x"),)), Turn(parts=(NATIVE,), model="m")):
+        counted = with_token_counts(turn, len, **changes)
+        assert counted == replace(with_token_counts(turn, len), **changes)
+        assert {f.name: getattr(counted, f.name) for f in fields(Turn) if f.name in changes} == (
+            changes
+        )
+    with pytest.raises(TypeError, match="colour"):
+        with_token_counts(TURN, len, colour="red")
