@@ -245,9 +245,9 @@ FOREIGN_PAGE = (
 
 
 FOREIGN_HOST = (
-    "This proxy listens on a loopback address and answers requests sent to an IP "
-    "address, localhost or this machine's name (a web page can point its own name "
-    "at 127.0.0.1): list the name in server.allowed_hosts to allow it."
+    "This proxy answers requests sent to an IP address, localhost, this machine's "
+    "name or a name in server.allowed_hosts, not to another name (a web page can "
+    "point its own name at 127.0.0.1): list the name in server.allowed_hosts to allow it."
 )
 
 
