@@ -10,9 +10,11 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import openai
 import pytest
-from openai.types.responses import Response
+from openai.types.responses import Response, ResponseItem
+from pydantic import TypeAdapter
 
 from tests.casefiles import WEATHER_RESPONSES_TOOL, chunk
 from tests.e2e.test_responses import raw_events
@@ -20,6 +22,7 @@ from tests.harness import FakeUpstream, Json, ProxyServer, Stream, route_config,
 
 KEY = "sk-test-alice"  # raw_events' key
 WEATHER_TOOL: Any = WEATHER_RESPONSES_TOOL
+ITEMS: TypeAdapter[Any] = TypeAdapter(ResponseItem)
 USAGE = {"prompt_tokens": 9, "completion_tokens": 6, "total_tokens": 15}
 
 
@@ -253,3 +256,39 @@ def test_a_field_a_response_would_repeat_wrongly_is_a_400(
     assert caught.value.body["param"] == param  # type: ignore[index]
     assert re.search(param.rpartition(".")[2], caught.value.message)
     assert upstream.chat_requests() == []
+
+
+def test_listed_input_items_are_the_sdks_items(
+    proxy: ProxyServer, sdk: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    # a tool loop continued by id, its outputs sent without a status (string
+    # and array outputs, as the Agents SDK and Codex send them)
+    upstream.script(calls_completion(), text_completion("stop"))
+    tools: Any = [WEATHER_TOOL]
+    first = sdk.responses.create(model="m", input="Weather?", tools=tools)
+    outputs: Any = [
+        {"type": "function_call_output", "call_id": "call_a", "output": "sunny"},
+        {
+            "type": "function_call_output",
+            "call_id": "call_b",
+            "output": [{"type": "input_text", "text": "rain"}],
+        },
+    ]
+    second = sdk.responses.create(
+        model="m", previous_response_id=first.id, input=outputs, tools=tools
+    )
+    listed = httpx.get(
+        f"{proxy.url}/responses/{second.id}/input_items",
+        params={"order": "asc"},
+        headers={"Authorization": f"Bearer {KEY}"},
+    ).json()["data"]
+    items = [ITEMS.validate_python(item) for item in listed]
+    assert [(i.type, getattr(i, "status", None)) for i in items] == [
+        ("message", "completed"),
+        ("reasoning", None),
+        ("message", "completed"),
+        ("function_call", "completed"),
+        ("function_call", "completed"),
+        ("function_call_output", "completed"),
+        ("function_call_output", "completed"),
+    ]
