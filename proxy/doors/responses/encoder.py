@@ -156,6 +156,8 @@ class ResponsesEncoder:
         self._finish: str | None = None
         self._usage: Any = None
         self._model: str | None = None
+        # the status of the items closing now: incomplete at an incomplete end
+        self._closing = "completed"
         self._blocks_seen = 0  # (hidden reasoning) thinking blocks already in an item
         self._details_seen = 0
 
@@ -194,24 +196,29 @@ class ResponsesEncoder:
             return self._client_body()
         assert isinstance(completion, dict)
         assert isinstance(choice, dict)
+        self._finish = choice.get("finish_reason")
         self._model = completion.get("model") if isinstance(completion.get("model"), str) else None
         if self.hidden:
             self._hidden_reasoning([])
         else:
             self._whole_reasoning(message)
-        content = message.get("content")
-        if isinstance(content, str) and content:
-            logprobs = logprobs_of(choice.get("logprobs")) if self.include_logprobs else None
-            item = message_item(self._id("msg"), content, "completed", False, logprobs)
-            self._output.append(item)
-        refusal = message.get("refusal")
-        if isinstance(refusal, str) and refusal:
-            self._output.append(message_item(self._id("msg"), refusal, "completed", True))
+        # what was being written when the answer stopped short: the tool
+        # calls, else the message (as a stream leaves them open at its end)
         calls = message.get("tool_calls")
         calls = list(calls) if isinstance(calls, list) else []
         legacy = message.get("function_call")
         if isinstance(legacy, dict):
             calls.append({"function": legacy})
+        cut = "incomplete" if self._finish in _INCOMPLETE else "completed"
+        text_status = "completed" if calls else cut
+        content = message.get("content")
+        if isinstance(content, str) and content:
+            logprobs = logprobs_of(choice.get("logprobs")) if self.include_logprobs else None
+            item = message_item(self._id("msg"), content, text_status, False, logprobs)
+            self._output.append(item)
+        refusal = message.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            self._output.append(message_item(self._id("msg"), refusal, text_status, True))
         for call in calls:
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict):
@@ -222,8 +229,7 @@ class ResponsesEncoder:
             payload = self.names.custom_input(arguments) if tool.custom else arguments
             call_id = _call_id(call) or self._id("call", len(self._output))
             item_id = self._id("ctc" if tool.custom else "fc")
-            self._output.append(call_item(item_id, call_id, tool, payload, "completed"))
-        self._finish = choice.get("finish_reason")
+            self._output.append(call_item(item_id, call_id, tool, payload, cut))
         self._usage = completion.get("usage")
         self._end([])
         return self._client_body()
@@ -454,7 +460,7 @@ class ResponsesEncoder:
             shown = event_logprobs(item.logprobs) if item.logprobs else []
             self._emit(out, "response.output_text.done", **at, text=text, logprobs=shown)
         self._emit(out, "response.content_part.done", **at, part=item.part(text))
-        done = message_item(item.id, text, "completed", item.refusal, item.logprobs)
+        done = message_item(item.id, text, self._closing, item.refusal, item.logprobs)
         self._done(out, item.index, done)
 
     def _tool_call(self, delta: Json, position: int, out: list[bytes]) -> None:
@@ -492,8 +498,9 @@ class ResponsesEncoder:
             else:
                 payload = arguments
                 event = "response.function_call_arguments.done"
-                self._emit(out, event, **self._at(call), arguments=payload)
-            item = call_item(call.id, call.call_id, call.tool, payload, "completed")
+                at = self._at(call)
+                self._emit(out, event, **at, name=call.tool.name, arguments=payload)
+            item = call_item(call.id, call.call_id, call.tool, payload, self._closing)
             self._done(out, call.index, item)
 
     def _close_visible(self, out: list[bytes]) -> None:
@@ -511,11 +518,13 @@ class ResponsesEncoder:
         self._emit(out, "response.in_progress", response=response)
 
     def _end(self, out: list[bytes]) -> None:
+        incomplete = _INCOMPLETE.get(self._finish or "")
         self._close_reasoning(out)
+        if incomplete:  # the answer stopped short in what was open
+            self._closing = "incomplete"
         self._close_visible(out)
         if self.hidden:
             self._hidden_reasoning(out)
-        incomplete = _INCOMPLETE.get(self._finish or "")
         status = "incomplete" if incomplete else "completed"
         self._finalize(out, status, incomplete=incomplete)
 
@@ -539,6 +548,7 @@ class ResponsesEncoder:
             usage=usage_of(self._usage, estimate),
             error=error,
             incomplete=incomplete,
+            completed_at=int(time.time()) if status == "completed" else None,
         )
         if streaming:  # (whole() sends the object alone)
             event = {"completed": "response.completed", "failed": "response.failed"}.get(

@@ -31,6 +31,11 @@ _PREFIXES = {
     "reasoning": "rs",
 }
 
+# listed tool calls and outputs have a status (the client may have sent none)
+_WITH_STATUS = frozenset(
+    {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
+)
+
 
 def chain_items(chain: Sequence[Json]) -> list[Json]:
     """The items the newest of `chain` (stored records, newest first) was
@@ -64,6 +69,8 @@ def _listed(item: Json, response_id: str, index: int) -> Json:
             if part == "output_text":
                 text["annotations"] = []
             out["content"] = [text]
+        out.setdefault("status", "completed")
+    elif out.get("type") in _WITH_STATUS:  # the API lists them with one
         out.setdefault("status", "completed")
     return out
 

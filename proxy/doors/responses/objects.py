@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from proxy.doors.responses.request import Options
+from proxy.doors.responses.request import ECHOED, Options
 from proxy.doors.responses.tools import ClientTool
 
 Json = dict[str, Any]
@@ -35,6 +35,8 @@ class Echo:
     def of(cls, body: Json, options: Options) -> Echo:
         reasoning = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
         assert isinstance(reasoning, dict)
+        text = {k: v for k, v in (body.get("text") or {}).items() if v is not None}
+        echoed = {name: body.get(name) for name in ECHOED}
         return cls(
             {
                 "instructions": body.get("instructions"),
@@ -49,7 +51,7 @@ class Echo:
                 },
                 "store": options.store,
                 "temperature": body.get("temperature"),
-                "text": body.get("text") or {"format": {"type": "text"}},
+                "text": {"format": {"type": "text"}, "verbosity": "medium", **text},
                 "tool_choice": body.get("tool_choice") or "auto",
                 **({"top_logprobs": body["top_logprobs"]} if "top_logprobs" in body else {}),
                 "tools": body.get("tools") or [],
@@ -57,6 +59,9 @@ class Echo:
                 "truncation": body.get("truncation")
                 if body.get("truncation") in ("auto", "disabled")
                 else "disabled",
+                # answered in the foreground, whatever the request said
+                "background": False,
+                **echoed,
             }
         )
 
@@ -72,6 +77,7 @@ def response_object(
     usage: Json | None = None,
     error: Json | None = None,
     incomplete: str | None = None,
+    completed_at: int | None = None,
 ) -> Json:
     out: Json = {
         "id": response_id,
@@ -86,6 +92,8 @@ def response_object(
     }
     if model:
         out["model"] = model
+    if completed_at is not None:
+        out["completed_at"] = completed_at
     return out
 
 

@@ -70,6 +70,9 @@ MAPPED = frozenset(
         "top_logprobs",
     }
 )
+# fields a chat upstream has no use for (dropped), which a Response repeats
+ECHOED = ("user", "safety_identifier", "prompt_cache_key")
+VERBOSITIES = ("low", "medium", "high")
 ASSISTANT_SIDE = frozenset({"reasoning", "function_call", "custom_tool_call"})
 TOOL_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
 
@@ -112,6 +115,8 @@ def read_options(body: Json) -> Options:
     require_type(body, "reasoning", dict)
     require_type(body, "text", dict)
     require_type(body, "include", list)
+    for name in ECHOED:  # a Response repeats them
+        require_type(body, name, str)
     for name in ("temperature", "top_p"):
         value = body.get(name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
@@ -224,6 +229,11 @@ def _text_format(text: Json, payload: Json, dropped: list[str]) -> None:
     for key in text:
         if key != "format":
             dropped.append(f"text.{key}")  # verbosity: chat has no such control
+    if text.get("verbosity") not in (None, *VERBOSITIES):  # a Response repeats it
+        raise BadRequest(
+            "text.verbosity must be one of: " + ", ".join(VERBOSITIES) + ".",
+            param="text.verbosity",
+        )
     fmt = text.get("format")
     if fmt is None:
         return
