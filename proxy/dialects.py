@@ -25,8 +25,11 @@ Provider formats, as their documentation describes them:
   minimal/low/medium/high on gpt-5, low/medium/high on the o-series and
   gpt-oss; gpt-5-pro only high; models that do not reason refuse the
   parameter (https://platform.openai.com/docs/api-reference/chat/create,
-  https://platform.openai.com/docs/guides/reasoning). Unknown upstreams get
-  this dialect, and an unknown model gets the effort as given.
+  https://platform.openai.com/docs/guides/reasoning). The o-series and
+  gpt-5 refuse `max_tokens` ("Use 'max_completion_tokens' instead"), so the
+  translating doors write their output limit there for those models.
+  Unknown upstreams get this dialect, and an unknown model gets the effort
+  as given.
 - deepseek: `reasoning_content` in responses; thinking mode on by default,
   toggled with `thinking: {"type": "enabled" | "disabled"}`; effort with
   `reasoning_effort` (minimal/low -> low, medium/high/xhigh -> high by the
@@ -169,6 +172,16 @@ class Dialect:
     # (path inside a tool call, value) written on the first call of an
     # assistant message when the client sent none there
     tool_call_signature: tuple[tuple[str, ...], str] | None = None
+    # models (a regular expression over the lower-cased name) that refuse
+    # `max_tokens` and take the output limit as `max_completion_tokens`
+    completion_limit_models: str | None = None
+
+    def output_limit(self, model: str) -> str:
+        """The body key of the output-token limit for this model name."""
+        pattern = self.completion_limit_models
+        if pattern is not None and _pattern(pattern).search(model.lower()):
+            return "max_completion_tokens"
+        return "max_tokens"
 
     def controls(self, model: str) -> tuple[ParamRule, ...]:
         """The parameter rules for this model name."""
@@ -209,6 +222,7 @@ DIALECTS: dict[str, Dialect] = {
             "openai",
             "reasoning_content",
             params=(_EFFORT,),
+            completion_limit_models=r"(^|/)(o[1-9]|gpt-5)",
             families=(
                 Family(r"gpt-5(\.\d+)?-chat"),  # not a reasoning model
                 Family(r"gpt-5(\.\d+)?-pro", _levels("high", off="high")),

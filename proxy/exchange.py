@@ -91,6 +91,16 @@ class Exchange:
     def context(self) -> dict[str, int]:
         return {"effective": self.plan.effective, "raw": self.plan.raw}
 
+    def name_output_limit(self) -> None:
+        """For a door that wrote the client's output limit as `max_tokens`
+        itself: under the key the dialect's model takes. (A chat client's
+        own body goes as it wrote it.)"""
+        model = self.payload.get("model")
+        if "max_tokens" in self.payload and isinstance(model, str):
+            key = self.dialect.output_limit(model)
+            if key != "max_tokens":
+                self.payload[key] = self.payload.pop("max_tokens")
+
 
 class Planner:
     """Turns requests into Exchanges for one runtime (routes by model name

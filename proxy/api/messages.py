@@ -131,6 +131,7 @@ class MessagesEndpoint(Door):
         ex = await self.planner.chat(chat_headers(headers, t), _bytes(orjson.dumps(t.payload)))
         if route.api == "messages":
             return await self._native(ex, body, original, headers), None
+        ex.name_output_limit()
         encoder = MessagesEncoder(
             model=t.payload["model"],
             seal=self._sealer(ex.key.tenant),

@@ -131,6 +131,7 @@ class ResponsesEndpoint(Door):
             return payload
 
         ex = await self.planner.chat(with_effort(headers, translation.effort), chat_body)
+        ex.name_output_limit()  # (max_output_tokens became max_tokens)
         if translation.dropped_fields:
             ex.extra_headers.append((DROPPED_FIELDS, header_list(translation.dropped_fields)))
         if translation.dropped_tools:
