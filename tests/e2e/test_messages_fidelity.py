@@ -1,9 +1,10 @@
 """The Messages door against a Chat upstream, checked for what Anthropic's
 API writes and its SDK reads: the stop reason of an answer with tool calls,
-the usage counts (cache reads and writes), and the model a streamed message
-names. Each is read through the anthropic SDK, whole and
-streamed, and the streamed message (the SDK's accumulator) must equal the
-whole one."""
+the usage counts (cache reads and writes), the model a streamed message
+names, and request content a Chat upstream can take (plain-text documents,
+a tool result's images). Answers are read through the anthropic SDK, whole
+and streamed, and the streamed message (the SDK's accumulator) must equal
+the whole one."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.messages_wire import accumulate, parse_events, sdk_client
 
 KEY = "sk-ant-test"
 UPSTREAM_MODEL = "up-model-2025"
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ"  # the start of a PNG
 WEATHER = {
     "name": "get_weather",
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
@@ -191,3 +193,135 @@ def test_a_streamed_message_names_the_model_a_whole_one_names(upstream: FakeUpst
     )
     assert whole.model == streamed.model == helper.model == UPSTREAM_MODEL
     same_message(whole, streamed)
+
+
+def test_a_plain_text_document_reaches_a_chat_upstream(upstream: FakeUpstream) -> None:
+    with running_proxy(route_config(upstream)) as proxy:
+        message = client(proxy.base).messages.create(
+            model="claude-test",
+            max_tokens=100,
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "document",
+                            "title": "notes.txt",
+                            "source": {
+                                "type": "text",
+                                "media_type": "text/plain",
+                                "data": "The code is 4417.",
+                            },
+                        },
+                        {
+                            "type": "document",
+                            "source": {
+                                "type": "content",
+                                "content": [{"type": "text", "text": "Second page."}],
+                            },
+                        },
+                        {
+                            "type": "document",
+                            "source": {
+                                "type": "base64",
+                                "media_type": "application/pdf",
+                                "data": "JVBERi0xLjQK",
+                            },
+                        },
+                        {"type": "text", "text": "What is the code?"},
+                    ],
+                }
+            ],
+        )
+        raw = post(
+            proxy.url,
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "document",
+                                "source": {"type": "url", "url": "https://example.com/a.pdf"},
+                            },
+                            {"type": "text", "text": "Summarize."},
+                        ],
+                    }
+                ]
+            },
+        )
+    assert message.content
+    sent = upstream.chat_requests()[0].json["messages"]
+    assert sent == [
+        {
+            "role": "user",
+            "content": "notes.txt\n\nThe code is 4417.\n\nSecond page.\n\nWhat is the code?",
+        }
+    ]
+    # what a Chat upstream cannot read is left out and named
+    assert raw.status_code == 200
+    assert raw.headers["x-proxy-dropped-fields"] == "content.document.url"
+    assert upstream.chat_requests()[1].json["messages"] == [
+        {"role": "user", "content": "Summarize."}
+    ]
+
+
+def test_a_tool_results_image_reaches_a_chat_upstream(upstream: FakeUpstream) -> None:
+    # Claude Code reads an image file as a tool_result with an image block; a
+    # chat tool message holds text only, so the image follows it as user content
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
+    with running_proxy(route_config(upstream)) as proxy:
+        r = post(
+            proxy.url,
+            {
+                "tools": [WEATHER],
+                "messages": [
+                    {"role": "user", "content": "Show me the map."},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {
+                                "type": "tool_use",
+                                "id": "toolu_1",
+                                "name": "get_weather",
+                                "input": {},
+                            },
+                            {
+                                "type": "tool_use",
+                                "id": "toolu_2",
+                                "name": "get_weather",
+                                "input": {},
+                            },
+                        ],
+                    },
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [image]},
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": "toolu_2",
+                                "content": [{"type": "text", "text": "Rain."}, image],
+                            },
+                            {"type": "text", "text": "What do you see?"},
+                        ],
+                    },
+                ],
+            },
+        )
+    assert r.status_code == 200, r.text
+    assert "x-proxy-dropped-fields" not in r.headers
+    sent = upstream.chat_requests()[0].json["messages"]
+    url = {"url": f"data:image/png;base64,{PNG}"}
+    assert sent[2:] == [
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "[image]"},
+        {"role": "tool", "tool_call_id": "toolu_2", "content": "Rain."},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": url},
+                {"type": "image_url", "image_url": url},
+                {"type": "text", "text": "What do you see?"},
+            ],
+        },
+    ]
