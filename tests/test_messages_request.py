@@ -309,7 +309,7 @@ def test_what_claude_code_sends_is_tolerated_and_named() -> None:
                 "role": "user",
                 "content": [
                     {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}},
-                    {"type": "document", "source": {"type": "text", "data": "x"}},
+                    {"type": "document", "source": {"type": "url", "url": "https://x/a.pdf"}},
                     {"type": "some_future_block"},
                 ],
             },
@@ -324,7 +324,7 @@ def test_what_claude_code_sends_is_tolerated_and_named() -> None:
     assert t.settings == [("x-reasoning-enabled", "true"), ("x-reasoning-effort", "high")]
     assert t.dropped_fields == [
         "cache_control",
-        "content.document",
+        "content.document.url",
         "content.some_future_block",
         "metadata",
         "context_management",

@@ -9,10 +9,11 @@ import json
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.doors.messages.stream import MessagesEncoder
+from proxy.doors.messages.stream import MessagesEncoder, usage_of
 from tests.casefiles import chunk, cut_at
 from tests.harness import sse
 from tests.messages_wire import accumulate, assert_blocks_in_order, parse_events, validated
@@ -20,6 +21,10 @@ from tests.messages_wire import accumulate, assert_blocks_in_order, parse_events
 
 def seal(text: str, artefacts: dict[str, Any]) -> str:
     return "sealed:" + orjson.dumps([text, artefacts]).decode()
+
+
+# the cache counts a usage without any (Anthropic writes them, as 0)
+NO_CACHE = {"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 
 
 def encoder(**options: Any) -> MessagesEncoder:
@@ -95,7 +100,7 @@ def test_a_tool_call_stream_as_messages_events() -> None:
         "message_delta",
         "message_stop",
     ]
-    assert events[0][1]["message"]["usage"] == {"input_tokens": 42, "output_tokens": 0}
+    assert events[0][1]["message"]["usage"] == {"input_tokens": 42, **NO_CACHE, "output_tokens": 0}
     assert events[4][1]["delta"] == {
         "type": "signature_delta",
         "signature": seal("The user asks about weather.", {}),
@@ -103,7 +108,7 @@ def test_a_tool_call_stream_as_messages_events() -> None:
     assert events[-2][1] == {
         "type": "message_delta",
         "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-        "usage": {"input_tokens": 11, "output_tokens": 7},
+        "usage": {"input_tokens": 11, **NO_CACHE, "output_tokens": 7},
     }
     message = accumulate(events)
     assert [b.type for b in message.content] == ["thinking", "text", "tool_use"]
@@ -251,7 +256,7 @@ def test_usage_is_estimated_when_the_upstream_reports_none() -> None:
     body = sse(chunk({"content": "x" * 40}, "length")) + b"data: [DONE]\n\n"
     events = parse_events(encode(body))
     assert events[-2][1]["delta"]["stop_reason"] == "max_tokens"
-    assert events[-2][1]["usage"] == {"input_tokens": 42, "output_tokens": 10}
+    assert events[-2][1]["usage"] == {"input_tokens": 42, **NO_CACHE, "output_tokens": 10}
 
 
 def test_cached_tokens_are_reported_apart() -> None:
@@ -273,8 +278,54 @@ def test_cached_tokens_are_reported_apart() -> None:
     assert message["usage"] == {
         "input_tokens": 40,
         "output_tokens": 5,
+        "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": 60,
     }
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected"),
+    [
+        # OpenRouter: cache reads and writes, both within prompt_tokens
+        (
+            {
+                "prompt_tokens": 194,
+                "completion_tokens": 2,
+                "prompt_tokens_details": {"cached_tokens": 50, "cache_write_tokens": 100},
+            },
+            (44, 100, 50),
+        ),
+        # DeepSeek: prompt_cache_hit_tokens beside prompt_cache_miss_tokens
+        (
+            {
+                "prompt_tokens": 80,
+                "completion_tokens": 2,
+                "prompt_cache_hit_tokens": 64,
+                "prompt_cache_miss_tokens": 16,
+            },
+            (16, 0, 64),
+        ),
+        # a count larger than the prompt is not believed
+        (
+            {
+                "prompt_tokens": 10,
+                "completion_tokens": 2,
+                "prompt_tokens_details": {"cached_tokens": 11},
+            },
+            (10, 0, 0),
+        ),
+    ],
+)
+def test_cache_reads_and_writes_as_anthropic_counts_them(
+    usage: dict[str, Any], expected: tuple[int, int, int]
+) -> None:
+    out = usage_of(usage, 1, 1)
+    assert (
+        out["input_tokens"],
+        out["cache_creation_input_tokens"],
+        out["cache_read_input_tokens"],
+    ) == expected
+    assert out["output_tokens"] == 2
 
 
 def test_a_whole_completion_as_a_message() -> None:
@@ -315,7 +366,7 @@ def test_a_whole_completion_as_a_message() -> None:
         ],
         "stop_reason": "tool_use",
         "stop_sequence": None,
-        "usage": {"input_tokens": 3, "output_tokens": 4},
+        "usage": {"input_tokens": 3, **NO_CACHE, "output_tokens": 4},
     }
 
 

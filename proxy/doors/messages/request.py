@@ -2,7 +2,9 @@
 
 What maps is mapped: `system` (a string or text blocks) becomes the system
 message; text, image, tool_use and tool_result blocks become chat content
-parts, `tool_calls` and `tool` messages; custom tools become function tools;
+parts, `tool_calls` and `tool` messages (a tool_result's images, which a
+tool message cannot hold, go in the user message after it); a plain-text
+document becomes a text part; custom tools become function tools;
 `tool_choice`, `max_tokens`, `stop_sequences`, `temperature`, `top_p`,
 `top_k` and `stream` have their chat counterparts; a `system` message
 mid-conversation stays a system message where it stands.
@@ -158,8 +160,12 @@ class _Translator:
                 image = self.image(block, at)
                 if image is not None:
                     parts.append(image)
+            elif kind == "document":
+                text = self.document(block, at)
+                if text is not None:
+                    parts.append({"type": "text", "text": text})
             elif kind == "tool_result":
-                tools.append(self.tool_result(block, at))
+                tools.append(self.tool_result(block, at, parts))
             elif kind == "tool_use":
                 raise bad(at, "tool_use blocks belong in assistant messages")
             else:
@@ -193,7 +199,40 @@ class _Translator:
             return None
         return {"type": "image_url", "image_url": {"url": url}}
 
-    def tool_result(self, block: Json, at: str) -> Json:
+    def document(self, block: Json, at: str) -> str | None:
+        """A document a Chat upstream can read: its text (a plain-text
+        source, or text blocks), after its title. A PDF or a URL has no chat
+        counterpart: dropped and named by its source type."""
+        source = block.get("source")
+        if not isinstance(source, dict):
+            raise bad(f"{at}.source", "must be an object")
+        kind = source.get("type")
+        if kind == "text":
+            if not isinstance(source.get("data"), str):
+                raise bad(f"{at}.source.data", "must be a string")
+            text: str = source["data"]
+        elif kind == "content" and isinstance(source.get("content"), str):
+            text = source["content"]
+        elif kind == "content" and isinstance(source.get("content"), list):
+            pieces = []
+            for inner_at, inner_kind, inner in self._blocks(
+                source["content"], f"{at}.source.content"
+            ):
+                if inner_kind == "text":
+                    pieces.append(_text(inner, inner_at))
+                else:
+                    self.drop(f"content.document.content.{inner_kind}")
+            text = "\n\n".join(pieces)
+        else:
+            self.drop(f"content.document.{kind}")
+            return None
+        title = block.get("title")
+        return f"{title}\n\n{text}" if isinstance(title, str) and title else text
+
+    def tool_result(self, block: Json, at: str, images: list[Json]) -> Json:
+        """The tool message of a tool_result. Its images cannot go in a tool
+        message: they join `images`, the parts of the user message that
+        follows the tool messages."""
         call_id = block.get("tool_use_id")
         if not isinstance(call_id, str) or not call_id:
             raise bad(f"{at}.tool_use_id", "must be a non-empty string")
@@ -203,6 +242,7 @@ class _Translator:
                 "a tool_result must answer a tool_use block of an earlier assistant message",
             )
         content = block.get("content", "")
+        moved = len(images)
         if isinstance(content, str):
             text = content
         elif isinstance(content, list):
@@ -210,11 +250,17 @@ class _Translator:
             for inner_at, kind, inner in self._blocks(content, f"{at}.content"):
                 if kind == "text":
                     pieces.append(_text(inner, inner_at))
+                elif kind == "image":
+                    image = self.image(inner, inner_at)
+                    if image is not None:
+                        images.append(image)
                 else:
                     self.drop(f"tool_result.content.{kind}")
             text = "\n\n".join(pieces)
         else:
             raise bad(f"{at}.content", "must be a string or an array of blocks")
+        if not text and len(images) > moved:
+            text = "[image]"  # what the tool answered follows, in the user message
         is_error = block.get("is_error")
         if is_error is not None and not isinstance(is_error, bool):
             raise bad(f"{at}.is_error", "must be a boolean")

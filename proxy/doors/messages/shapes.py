@@ -106,10 +106,14 @@ def error_body(status: int, body: bytes) -> bytes:
 
 def stop_reason(finish_reason: Any, tool_use: bool) -> str:
     """The Messages stop_reason for a chat finish_reason (None: the stream
-    ended without one)."""
-    if isinstance(finish_reason, str) and finish_reason in STOP_REASONS:
-        return STOP_REASONS[finish_reason]
-    return "tool_use" if tool_use else "end_turn"
+    ended without one). An answer with tool calls that ended of itself is
+    `tool_use` whatever the upstream called it: OpenAI says `stop` when
+    tool_choice named the function, and some servers always do, while
+    Anthropic clients run the tools only on `tool_use`."""
+    reason = STOP_REASONS.get(finish_reason) if isinstance(finish_reason, str) else None
+    if reason is None or reason == "end_turn":
+        return "tool_use" if tool_use else "end_turn"
+    return reason
 
 
 def matched_stop(choice: dict[str, Any], stop_sequences: tuple[str, ...]) -> str | None:

@@ -7,9 +7,10 @@ blocks `BlockOrder` holds so that blocks never interleave), `flush()` ends
 the stream, `whole()` turns a whole chat completion (or an error body) into
 a Message (or an Anthropic error).
 
-Stream states: before the first byte nothing is sent; the first feed sends
-`message_start` (usage.input_tokens is the proxy's count of the request until
-the upstream reports its own, in `message_delta`). Then one content block is
+Stream states: before the first whole event nothing is sent; then
+`message_start` (its model the one the first chunk names, as a whole answer
+names the completion's; usage.input_tokens is the proxy's count of the
+request until the upstream reports its own, in `message_delta`). Then one content block is
 open at a time, in the order the model began them (`proxy.doors.messages.
 blocks`): a delta of another kind (reasoning, text, a new tool call) closes
 the open one and opens the next, except that a tool call stays open until
@@ -62,22 +63,45 @@ def _tool_id() -> str:
 
 
 def usage_of(usage: Any, input_estimate: int, output_estimate: int) -> Json:
-    """Chat usage as Messages usage (Anthropic counts cache reads apart from
-    input_tokens); the estimates stand in where the upstream reported none."""
+    """Chat usage as Messages usage; the estimates stand in where the
+    upstream reported none. Anthropic counts cache reads and cache writes
+    apart from `input_tokens` (their sum is the prompt) and always writes
+    both counts, 0 when nothing was cached. A cache read is chat's
+    `prompt_tokens_details.cached_tokens` (DeepSeek's
+    `prompt_cache_hit_tokens`), a cache write OpenRouter's
+    `prompt_tokens_details.cache_write_tokens`; both are part of chat's
+    `prompt_tokens`."""
+    out: Json = {
+        "input_tokens": input_estimate,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": output_estimate,
+    }
     if not isinstance(usage, dict):
-        return {"input_tokens": input_estimate, "output_tokens": output_estimate}
+        return out
     prompt = usage.get("prompt_tokens")
     completion = usage.get("completion_tokens")
-    out: Json = {
-        "input_tokens": prompt if isinstance(prompt, int) else input_estimate,
-        "output_tokens": completion if isinstance(completion, int) else output_estimate,
-    }
+    if isinstance(prompt, int) and not isinstance(prompt, bool):
+        out["input_tokens"] = prompt
+    if isinstance(completion, int) and not isinstance(completion, bool):
+        out["output_tokens"] = completion
     details = usage.get("prompt_tokens_details")
-    cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    if isinstance(cached, int) and 0 < cached <= out["input_tokens"]:
-        out["input_tokens"] -= cached
-        out["cache_read_input_tokens"] = cached
+    details = details if isinstance(details, dict) else {}
+    cached = details.get("cached_tokens")
+    if not _count(cached):
+        cached = usage.get("prompt_cache_hit_tokens")
+    for key, value in (
+        ("cache_read_input_tokens", cached),
+        ("cache_creation_input_tokens", details.get("cache_write_tokens")),
+    ):
+        if _count(value) and value <= out["input_tokens"]:
+            out["input_tokens"] -= value
+            out[key] = value
     return out
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 class MessagesEncoder:
@@ -126,12 +150,12 @@ class MessagesEncoder:
         if self.state != OPEN:
             return b""
         out: list[bytes] = []
-        if not self._started:
-            self._start(out)
         try:
             events = self._decoder.split(data)  # a plain data event comes as its bytes
         except SSELineTooLong:  # the normalizer bounds lines before this
             events = []
+        if events and not self._started:
+            self._start(out, _model_of(events[0]))
         for ev in events:
             if type(ev) is bytes:
                 go_on = self._data(ev, out)
@@ -239,17 +263,19 @@ class MessagesEncoder:
 
     # -- stream ----------------------------------------------------------------------
 
-    def _start(self, out: list[bytes]) -> None:
+    def _start(self, out: list[bytes], model: str | None) -> None:
+        """`message_start`, naming the model the first chunk names (as a
+        whole answer names the completion's), else the requested one."""
         self._started = True
         message: Json = {
             "id": self.id,
             "type": "message",
             "role": "assistant",
-            "model": self.model,
+            "model": model or self.model,
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": self.input_tokens, "output_tokens": 0},
+            "usage": usage_of(None, self.input_tokens, 0),
         }
         out.append(event("message_start", {"type": "message_start", "message": message}))
 
@@ -381,6 +407,19 @@ class MessagesEncoder:
             error = error["error"]
         out.append(event("error", error_from_openai(error)))
         return False
+
+
+def _model_of(ev: Any) -> str | None:
+    """The model a chat data event names, if it names one."""
+    data = ev if type(ev) is bytes else ev.data if isinstance(ev, SSEEvent) else None
+    if not data or data.strip() == b"[DONE]":
+        return None
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    model = chunk.get("model") if isinstance(chunk, dict) else None
+    return model if isinstance(model, str) and model else None
 
 
 def _has_artefacts(delta: Json) -> bool:
