@@ -58,7 +58,8 @@ Provider formats, as their documentation describes them:
   (https://docs.sglang.io/docs/advanced_features/thinking_budget).
 - minimax: `<think>...</think>` stays in `content` and "must be preserved
   completely"; with `reasoning_split: true` it arrives in
-  `reasoning_details`, which must be passed back as well; in multi-turn
+  `reasoning_details`, which must be passed back as well (so reasoning
+  that came in `reasoning_details` goes back there, not into `content`); in multi-turn
   function calls the whole assistant message goes back. M2 thinks always; no
   effort or budget parameter
   (https://platform.minimax.io/docs/api-reference/text-openai-api,

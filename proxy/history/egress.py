@@ -361,6 +361,9 @@ def _write(
         elif reasoning.text:  # text without its signature cannot be a thinking block
             message["reasoning_content"] = reasoning.text
     elif where == "think_in_content":
+        if reasoning.details:  # it came in reasoning_details (reasoning_split): back there
+            message["reasoning_details"] = [dict(d) for d in reasoning.details]
+            return
         content = message.get("content")
         visible = content if isinstance(content, str) else ""
         message["content"] = f"<think>\n{reasoning.text}\n</think>\n\n{visible}"

@@ -93,7 +93,14 @@ def _check_message(expected: dict[str, Any], got: dict[str, Any], where: str) ->
         assert g["id"] == e["id"], where
         assert g["function"]["name"] == e["function"]["name"], where
         assert no_ws(g["function"]["arguments"]) == no_ws(e["function"]["arguments"]), where
-    for field in ("reasoning_content", "reasoning", "reasoning_details", "thinking"):
+    # thinking_blocks too: the project's own cases check what a litellm route sends
+    for field in (
+        "reasoning_content",
+        "reasoning",
+        "reasoning_details",
+        "thinking",
+        "thinking_blocks",
+    ):
         if field not in expected:
             assert field not in got, f"{where}: unexpected {field}"
             continue

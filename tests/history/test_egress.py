@@ -87,10 +87,19 @@ def test_each_dialect_writes_reasoning_its_way(
 
 
 def test_minimax_native_puts_think_tags_back_in_content() -> None:
-    a1, a2 = build("minimax", list(KNOWN), native=True)
+    a1, a2 = build("minimax", [Reasoning("T1", None, from_store=True), KNOWN[1]], native=True)
     assert a1["content"].replace("\n", "") == "<think>T1</think>a1"
     assert "reasoning_content" not in a1
     assert a2["content"] == "<think>\nT2\n</think>\n\n"
+
+
+def test_minimax_native_sends_reasoning_split_details_back_as_details() -> None:
+    # reasoning that came in reasoning_details (reasoning_split: true) goes
+    # back there, verbatim, and the visible text stays as it was
+    a1, _ = build("minimax", list(KNOWN), native=True)
+    assert a1["reasoning_details"] == [dict(d) for d in DETAILS]
+    assert a1["content"] == "a1"
+    assert "reasoning_content" not in a1
 
 
 @pytest.mark.parametrize(("dialect", "placeholder"), [("deepseek", ""), ("kimi", " ")])
