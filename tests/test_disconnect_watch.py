@@ -4,6 +4,8 @@ the watching task; after it, a client's close cancels the request's task."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 
 import pytest
 
@@ -68,3 +70,34 @@ def test_a_client_gone_before_the_delay_is_noticed_when_it_ends() -> None:
 
     waited = asyncio.run(asyncio.wait_for(request(), 5))
     assert WATCH_DELAY * 0.9 <= waited < 1.0
+
+
+def test_a_stopped_watch_leaves_no_reference_cycle() -> None:
+    """The watching task, cancelled by stop(), keeps its CancelledError, whose
+    traceback holds the watch's frames: a watch still holding that task would
+    make a cycle, and every streamed request would leave its whole state
+    (normalizer, turn builder, the server's request cycle) for the cyclic
+    collector instead of freeing it when it ends."""
+
+    class Receiver:
+        async def __call__(self) -> Message:
+            await asyncio.Event().wait()
+            return {"type": "http.disconnect"}
+
+    async def request() -> bool:
+        receiver = Receiver()
+        watch = DisconnectWatch(receiver)
+        await asyncio.sleep(WATCH_DELAY * 2)  # the watching task is waiting in receive()
+        watch.stop()
+        gone = weakref.ref(receiver)
+        del watch, receiver
+        for _ in range(3):
+            await asyncio.sleep(0)  # the task takes its cancellation and ends
+        return gone() is None
+
+    gc.collect()
+    gc.disable()
+    try:
+        assert asyncio.run(request())
+    finally:
+        gc.enable()

@@ -5,7 +5,8 @@ until a collection, which then walks them all: about 40,000 instructions
 more per request, and pauses under load. The app is called in process as
 uvicorn calls it, its upstream a mock transport; each door, streamed and
 whole, on the chat upstream path, to upstreams of the door's own API, and
-the pass-through."""
+the pass-through; and with an upstream slower than the disconnect watch's
+delay, so that the watch's task starts and is cancelled."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 import orjson
 import pytest
 
+from proxy.api.asgi import WATCH_DELAY
 from proxy.app import create_app
 from proxy.config import build_config
 from proxy.runtime import Runtime
@@ -75,10 +77,18 @@ DOORS = {
 }
 
 
-async def garbage_per_request(path: str, stream: bool, api: str = "chat") -> float:
+async def slow_answer(request: Request) -> MockResponse:
+    """`answer`, after the disconnect watch has started its task."""
+    await asyncio.sleep(WATCH_DELAY * 1.5)
+    return answer(request)
+
+
+async def garbage_per_request(
+    path: str, stream: bool, api: str = "chat", *, slow: bool = False, count: int = 50
+) -> float:
     data = {"routes": [{"name": "d", "upstream": "http://upstream.test/v1", "api": api}]}
     config = build_config(data, env={"REASONING_PROXY_SECRET": "garbage-test"})
-    runtime = Runtime(config, transport=MockTransport(answer))
+    runtime = Runtime(config, transport=MockTransport(slow_answer if slow else answer))
     app = create_app(config, runtime=runtime)
     await runtime.start()
     payload: dict[str, Any] = {"model": "m", "stream": stream, "max_tokens": 50}
@@ -126,7 +136,7 @@ async def garbage_per_request(path: str, stream: bool, api: str = "chat") -> flo
         gc.collect()
         gc.disable()
         try:
-            for _ in range(50):
+            for _ in range(count):
                 await one()
             await asyncio.sleep(0.05)  # the requests' own tasks end
             found = gc.collect()
@@ -134,13 +144,23 @@ async def garbage_per_request(path: str, stream: bool, api: str = "chat") -> flo
             gc.enable()
     finally:
         await runtime.close()
-    return found / 50
+    return found / count
 
 
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("path", list(DOORS))
 def test_a_request_leaves_no_cycles_behind(path: str, stream: bool) -> None:
     assert asyncio.run(garbage_per_request(path, stream)) < 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("path", list(DOORS))
+def test_a_request_that_outlasts_the_disconnect_watch_delay_leaves_no_cycles(
+    path: str, stream: bool
+) -> None:
+    # the watch's task is cancelled when the request ends; that task keeps
+    # its CancelledError, whose traceback holds the watch
+    assert asyncio.run(garbage_per_request(path, stream, slow=True, count=15)) < 1
 
 
 @pytest.mark.parametrize("stream", [False, True])

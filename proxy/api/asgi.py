@@ -88,8 +88,16 @@ class DisconnectWatch:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._watcher is not None:
-            self._watcher.cancel()
+        watcher = self._watcher
+        if watcher is not None:
+            # Not kept: the cancelled task holds its CancelledError, whose
+            # traceback holds `_watch`'s frame and so this watch; a watch
+            # holding the task would be a cycle, and the request's whole
+            # state would wait for the cyclic collector instead of being
+            # freed when it ends (a collection of it in the young
+            # generation is time on the next requests' way to a first byte).
+            self._watcher = None
+            watcher.cancel()
 
 
 # CR, LF or NUL in a header value (one regex search beats three `in` tests)
