@@ -219,9 +219,14 @@ class StreamNormalizer:
         if self.state != OPEN:
             return b""
         try:
-            out = self._events(list(self._decoder.flush()), None)
+            events: list[bytes | SSEEvent | SSEComment] = list(self._decoder.flush())
         except SSELineTooLong as exc:
             return self._too_long(exc)
+        if self.finished:
+            # the answer is whole: an event the connection cut in half after
+            # it (such as the usage chunk) is no failure, only lost
+            events = [e for e in events if not _cut_short(e)]
+        out = self._events(events, None)
         if self.state != OPEN:
             return out
         if self.finished:  # after a finish_reason, a close without [DONE] is a normal end
@@ -660,6 +665,17 @@ class StreamNormalizer:
             if not state.finished:
                 state.separate({}, True)  # keep what the splitter held, in the turn
         return error_event(failure)
+
+
+def _cut_short(event: bytes | SSEEvent | SSEComment) -> bool:
+    """A data event whose JSON is cut off (not [DONE], and does not parse)."""
+    if type(event) is not SSEEvent or event.data.strip() == b"[DONE]":
+        return False
+    try:
+        orjson.loads(event.data)
+    except orjson.JSONDecodeError:
+        return True
+    return False
 
 
 def normalize_completion(

@@ -536,6 +536,8 @@ UPSTREAM_FAULTS: dict[str, tuple[Any, bool | None]] = {
     ),
     "close-after-the-finish": (stream(cut_after=AFTER_FINISH), False),
     "reset-after-the-finish": (stream(cut_after=AFTER_FINISH, cut="reset"), False),
+    # half of the usage chunk, then the connection breaks
+    "usage-cut-after-the-finish": (stream(cut_after=AFTER_FINISH, cut="partial"), False),
     "no-done-after-the-finish": (stream(done=False), False),
     "complete": (stream(), False),
 }

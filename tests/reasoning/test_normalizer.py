@@ -924,3 +924,23 @@ def test_a_legacy_function_call_is_the_turns_tool_call() -> None:
     [call] = normalizer.turn().tool_calls
     assert call.name == "get_weather"
     assert orjson.loads(call.arguments) == {"city": "Paris"}
+
+
+@pytest.mark.parametrize("tail", [b'data: {"id": "x", "choi', b'data: {"usage": {"prompt_tok\n'])
+def test_an_event_cut_in_half_after_the_finish_reason_is_only_lost(tail: bytes) -> None:
+    """The answer is whole: the connection cutting the usage chunk in half
+    ends it as a close without [DONE] does, not with an error."""
+    whole = render_stream([chunk({"content": "all"}, finish="stop")])[: -len(b"data: [DONE]\n\n")]
+    out, normalizer = run_stream(whole + tail)
+    got = read_stream(out)
+    assert normalizer.state == DONE
+    assert (got["content"], got["errors"], got["done"]) == ("all", [], True)
+    # a whole last event without its blank line still counts
+    usage = b'data: {"choices": [], "usage": {"prompt_tokens": 3}}'
+    out, normalizer = run_stream(whole + usage)
+    assert b'"prompt_tokens": 3' in out or b'"prompt_tokens":3' in out
+    assert normalizer.state == DONE
+    # before the finish_reason, the cut is the stream's failure
+    head = render_stream([chunk({"content": "half"})])[: -len(b"data: [DONE]\n\n")]
+    _, cut = run_stream(head + tail)
+    assert cut.state == FAILED
