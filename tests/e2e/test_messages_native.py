@@ -391,66 +391,50 @@ def test_a_last_event_without_its_blank_line_still_ends_the_stream(
     assert stored["turns"][0]["complete"] is True
 
 
+MESSAGE_START = ev(
+    "message_start",
+    {
+        "message": {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-up",
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": 3, "output_tokens": 0},
+        }
+    },
+)
+
+
+def start_then(upstream: FakeUpstream, bad: bytes, **route: Any) -> list[Any]:
+    """`message_start` and `bad` in one read: the events the client gets."""
+    upstream.script(Stream([MESSAGE_START + bad], done=False))
+    with running_proxy(native(upstream, **route)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/messages", json=stream_body(), headers={"x-api-key": KEY}, timeout=30
+        )
+    assert r.status_code == 200
+    events = parse_events(r.content)
+    assert events[0][0] == "message_start"
+    assert events[-1][0] == "error"
+    return events
+
+
 def test_a_malformed_event_in_the_first_read_after_a_good_one_is_an_event(
     upstream: FakeUpstream,
 ) -> None:
     """`message_start` and a broken event in one read: the client gets the
     start, then an error event, as when they come apart; not a 502 that
     drops what the upstream already answered."""
-    start = ev(
-        "message_start",
-        {
-            "message": {
-                "id": "msg_1",
-                "type": "message",
-                "role": "assistant",
-                "model": "claude-up",
-                "content": [],
-                "stop_reason": None,
-                "usage": {"input_tokens": 3, "output_tokens": 0},
-            }
-        },
-    )
-    upstream.script(
-        Stream([start + b"event: content_block_start\ndata: {not json\n\n"], done=False)
-    )
-    with running_proxy(native(upstream)) as proxy:
-        r = httpx.post(
-            f"{proxy.url}/messages", json=stream_body(), headers={"x-api-key": KEY}, timeout=30
-        )
-    assert r.status_code == 200
-    events = parse_events(r.content)
-    assert events[0][0] == "message_start"
-    assert events[-1][0] == "error"
+    start_then(upstream, b"event: content_block_start\ndata: {not json\n\n")
 
 
 def test_an_over_long_line_after_a_good_event_in_the_same_read_keeps_that_event(
     upstream: FakeUpstream,
 ) -> None:
-    start = ev(
-        "message_start",
-        {
-            "message": {
-                "id": "msg_2",
-                "type": "message",
-                "role": "assistant",
-                "model": "claude-up",
-                "content": [],
-                "stop_reason": None,
-                "usage": {"input_tokens": 3, "output_tokens": 0},
-            }
-        },
-    )
     long = ev("ping", {"pad": "z" * 5000})
-    upstream.script(Stream([start + long], done=False))
-    with running_proxy(native(upstream, top={"limits": {"max_sse_line_bytes": 1024}})) as proxy:
-        r = httpx.post(
-            f"{proxy.url}/messages", json=stream_body(), headers={"x-api-key": KEY}, timeout=30
-        )
-    assert r.status_code == 200
-    events = parse_events(r.content)
-    assert events[0][0] == "message_start"
-    assert events[-1][0] == "error"
+    events = start_then(upstream, long, top={"limits": {"max_sse_line_bytes": 1024}})
     assert events[-1][1]["error"] == {
         "type": "api_error",
         "message": "SSE line longer than 1024 bytes",

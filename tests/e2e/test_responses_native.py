@@ -328,33 +328,34 @@ def test_a_relayed_responses_record_is_no_chain_for_another_route(upstream: Fake
     assert continued.json()["error"]["code"] == "previous_response_not_found"
 
 
+CREATED = TAGGED[: TAGGED.index(b"event: response.output_item.added")]
+
+
+def created_then(proxy: ProxyServer, upstream: FakeUpstream, bad: bytes) -> bytes:
+    """`response.created` and `bad` in one read: the `response.failed`
+    event that ends what the client gets, after the created one."""
+    upstream.script(Stream([CREATED + bad], done=False))
+    r = httpx.post(f"{proxy.url}/responses", json=stream_body(), headers=KEY, timeout=30)
+    assert r.status_code == 200
+    assert r.content.startswith(b"event: response.created\n")
+    last = r.content.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
+    assert last.startswith(b"event: response.failed\n")
+    return last
+
+
 def test_a_malformed_event_in_the_first_read_after_a_good_one_is_an_event(
     proxy: ProxyServer, upstream: FakeUpstream
 ) -> None:
     """The good event and the broken one in one read: the client gets the
     good one, then `response.failed`, as when they come apart; not a 502
     that drops what the upstream already answered."""
-    created = TAGGED[: TAGGED.index(b"event: response.output_item.added")]
-    upstream.script(Stream([created + NOT_JSON], done=False))
-    r = httpx.post(f"{proxy.url}/responses", json=stream_body(), headers=KEY, timeout=30)
-    assert r.status_code == 200
-    assert r.content.startswith(b"event: response.created\n")
-    last = r.content.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
-    assert last.startswith(b"event: response.failed\n")
-    assert b"malformed_upstream_event" in last
+    assert b"malformed_upstream_event" in created_then(proxy, upstream, NOT_JSON)
 
 
 def test_an_over_long_line_after_a_good_event_in_the_same_read_keeps_that_event(
     upstream: FakeUpstream,
 ) -> None:
-    created = TAGGED[: TAGGED.index(b"event: response.output_item.added")]
     long = b"event: response.output_text.delta\ndata: " + b'{"x": "' + b"y" * 5000 + b'"}\n\n'
-    upstream.script(Stream([created + long], done=False))
     config = route_config(upstream, api="responses", top={"limits": {"max_sse_line_bytes": 1024}})
     with running_proxy(config) as proxy:
-        r = httpx.post(f"{proxy.url}/responses", json=stream_body(), headers=KEY, timeout=30)
-    assert r.status_code == 200
-    assert r.content.startswith(b"event: response.created\n")
-    last = r.content.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
-    assert last.startswith(b"event: response.failed\n")
-    assert b"upstream_line_too_long" in last
+        assert b"upstream_line_too_long" in created_then(proxy, upstream, long)
