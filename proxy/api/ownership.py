@@ -54,8 +54,7 @@ def stored_id_of(route: Route, suffix: str) -> str | None:
     upstream would: escapes decoded and empty segments dropped
     (`/responses//{id}` is the same response to a server that merges
     slashes)."""
-    path = unquote(suffix.partition("?")[0])
-    segments = [s for s in path.split("/") if s]
+    segments = path_segments(suffix)
     if route.api == "chat":
         if len(segments) >= 3 and segments[0] == "chat" and segments[1] == "completions":
             return segments[2]
@@ -63,6 +62,13 @@ def stored_id_of(route: Route, suffix: str) -> str | None:
     if len(segments) < 2 or segments[0] != "responses" or segments[1] in _COLLECTION:
         return None
     return segments[1]
+
+
+def path_segments(suffix: str) -> list[str]:
+    """A pass-through path's segments as an upstream reads them: escapes
+    decoded, the query and empty segments dropped (`/files//x` is `/files/x`
+    to a server that merges slashes)."""
+    return [s for s in unquote(suffix.partition("?")[0]).split("/") if s]
 
 
 async def owns(rt: Runtime, tenant: str, response_id: str) -> bool:
@@ -145,7 +151,7 @@ def check_account_object(route: Route, method: str, suffix: str) -> None:
     upstream would (escapes decoded, empty segments dropped)."""
     if not route.keyed or route.shared_objects:
         return
-    segments = [s for s in unquote(suffix.partition("?")[0]).split("/") if s]
+    segments = path_segments(suffix)
     if not segments:
         return
     first = segments[0].lower()

@@ -341,16 +341,30 @@ def test_an_error_after_the_first_event_stays_an_error_event(
     assert r.text.count('"error"') == 1
 
 
-def test_a_malformed_event_in_the_first_read_after_a_good_one_is_an_error_event(
-    upstream: FakeUpstream,
+GOOD_PARTIAL = b"data: " + json.dumps(chunk({"content": "partial"})).encode() + b"\n\n"
+
+
+@pytest.mark.parametrize(
+    ("bad", "code"),
+    [
+        (b"data: {not json\n\n", "malformed_upstream_event"),
+        # a line over limits.max_sse_line_bytes (1,024 here)
+        (
+            b"data: " + json.dumps(chunk({"content": "x" * 5000})).encode() + b"\n\n",
+            "upstream_line_too_long",
+        ),
+    ],
+)
+def test_a_failure_in_the_first_read_after_a_good_event_is_an_error_event(
+    upstream: FakeUpstream, bad: bytes, code: str
 ) -> None:
-    """The good event and the broken one come in one write (one read): the
+    """The good event and the bad one come in one write (one read): the
     client still gets the good one, then the error event, as when they come
     apart; not a 502 that drops what the upstream already answered."""
-    both = b"data: " + json.dumps(chunk({"content": "partial"})).encode() + b"\n\n"
-    both += b"data: {not json\n\n"
-    upstream.script(Stream([both], done=False))
-    with running_proxy(tenant_route(upstream)) as proxy:
+    upstream.script(Stream([GOOD_PARTIAL + bad], done=False))
+    config = tenant_route(upstream)
+    config["limits"] = {"max_sse_line_bytes": 1024}
+    with running_proxy(config) as proxy:
         r = stream_request(proxy.url)
         stored = httpx.get(
             f"{proxy.url}/conversations/{r.headers['x-conversation-id']}", headers=KEY
@@ -358,7 +372,7 @@ def test_a_malformed_event_in_the_first_read_after_a_good_one_is_an_error_event(
     assert r.status_code == 200
     got = read_stream(r.content)
     assert got["content"] == "partial"
-    assert [e["code"] for e in got["errors"]] == ["malformed_upstream_event"]
+    assert [e["code"] for e in got["errors"]] == [code]
     assert got["done"] is False
     assert stored["turns"][0]["complete"] is False
     assert stored["turns"][0]["content"] == "partial"
@@ -818,27 +832,3 @@ def test_a_whole_answer_whose_choice_failed_gets_its_status_on_every_door(
         r = door_request(proxy.url, path, field, stream)
     assert r.status_code == 502, r.text
     assert door_error(path, r)["message"] == "This model is experiencing high demand."
-
-
-def test_an_over_long_line_after_a_good_event_in_the_same_read_keeps_that_event(
-    upstream: FakeUpstream,
-) -> None:
-    """The stream's first read holds a good event, then a line over
-    limits.max_sse_line_bytes: the client gets the good event, then the
-    error event; not a 502 that drops what the upstream already answered."""
-    good = b"data: " + json.dumps(chunk({"content": "partial"})).encode() + b"\n\n"
-    long = b"data: " + json.dumps(chunk({"content": "x" * 5000})).encode() + b"\n\n"
-    upstream.script(Stream([good + long], done=False))
-    config = tenant_route(upstream)
-    config["limits"] = {"max_sse_line_bytes": 1024}
-    with running_proxy(config) as proxy:
-        r = stream_request(proxy.url)
-        stored = httpx.get(
-            f"{proxy.url}/conversations/{r.headers['x-conversation-id']}", headers=KEY
-        ).json()
-    assert r.status_code == 200
-    got = read_stream(r.content)
-    assert got["content"] == "partial"
-    assert [e["code"] for e in got["errors"]] == ["upstream_line_too_long"]
-    assert stored["turns"][0]["complete"] is False
-    assert stored["turns"][0]["content"] == "partial"

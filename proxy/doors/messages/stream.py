@@ -44,6 +44,7 @@ from proxy.doors.messages.blocks import (
     event,
 )
 from proxy.doors.messages.shapes import error_body, error_from_openai, matched_stop, stop_reason
+from proxy.reasoning.channels import LEGACY_CALL
 from proxy.reasoning.native import DetailsMerger
 from proxy.reasoning.normalizer import answer_error, chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong
@@ -51,7 +52,6 @@ from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong
 OPEN, DONE, FAILED = "open", "done", "failed"
 _PING = b'event: ping\ndata: {"type":"ping"}\n\n'
 _STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
-_FUNCTION_CALL = "function_call"  # the legacy single call's key among the tool calls
 
 
 def message_id() -> str:
@@ -341,7 +341,7 @@ class MessagesEncoder:
                         self._tool_call(at, call.get("id"), call.get("function"), out)
             legacy = delta.get("function_call")
             if isinstance(legacy, dict):
-                self._tool_call(_FUNCTION_CALL, self._legacy_id(), legacy, out)
+                self._tool_call(LEGACY_CALL, self._legacy_id(), legacy, out)
         finish = choice.get("finish_reason")
         if finish is not None:
             self._finish = finish
