@@ -450,4 +450,7 @@ def app_from_env() -> ProxyApp:
     # request itself); uvicorn did so in this worker before the root handler
     # above made it propagate again
     logging.getLogger("uvicorn.access").propagate = False
-    return create_app(config)
+    drawn = os.environ.get(ENV_WORKER_SECRET)
+    # the parent's drawn secret stands in for none: the store's, if it keeps one, wins
+    secret_drawn = bool(drawn) and config.secret is not None and config.secret.get() == drawn
+    return create_app(config, secret_drawn=secret_drawn)

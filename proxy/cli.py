@@ -217,32 +217,26 @@ def serve(config: Config, args: argparse.Namespace) -> None:
     config, drawn = with_secret(config)
     server = config.server
     configure_logging(server.log_level, server.log_format, config.secret_values())
-    kind = store_kind(config.store.url)
     # bound before the banner: a busy port is one error line, not a banner
     # followed by uvicorn's log; `--port 0` then prints the port it got
     sock = serving.listen(server.host, server.port)
     try:
         port = int(sock.getsockname()[1])
         config = replace(config, server=server.model_copy(update={"port": port}))
-        _serve_on(sock, config, args, drawn=drawn, kind=kind)
+        _serve_on(sock, config, args, drawn=drawn)
     finally:
         sock.close()
 
 
 def _serve_on(
-    sock: socket.socket, config: Config, args: argparse.Namespace, *, drawn: bool, kind: str
+    sock: socket.socket, config: Config, args: argparse.Namespace, *, drawn: bool
 ) -> None:
     from proxy import serving
     from proxy.app import ENV_OVERRIDES, ENV_WORKER_SECRET, create_app
     from proxy.observability import MULTIPROC_ENV
-    from proxy.runtime import RANDOM_SECRET_WARNING
 
     server = config.server
     print(banner(config), flush=True)
-    if drawn and kind != "memory":
-        # with the memory store nothing outlives the process, and there is
-        # only one process: a random secret loses nothing there
-        log.warning(RANDOM_SECRET_WARNING)
     common: dict[str, Any] = {
         "sockets": [sock],
         "host": server.host,

@@ -34,10 +34,16 @@ DRAIN_POLL = 0.1  # seconds between two looks for a second Ctrl-C while draining
 REMEMBERED_KEY = 512  # characters: longer keys get their tenant computed every time
 
 RANDOM_SECRET_WARNING = (
-    "REASONING_PROXY_SECRET is not set: a random tenant secret was drawn for this run, so "
-    "after a restart, or on another replica, stored turns cannot be found again and the "
-    "sealed reasoning clients hold (Responses encrypted_content, Anthropic thinking "
-    "signatures) cannot be opened. Set REASONING_PROXY_SECRET to keep them."
+    "REASONING_PROXY_SECRET is not set and the store could not keep a tenant secret: a "
+    "random one was drawn for this run, so after a restart, or on another replica, stored "
+    "turns cannot be found again and the sealed reasoning clients hold (Responses "
+    "encrypted_content, Anthropic thinking signatures) cannot be opened. Set "
+    "REASONING_PROXY_SECRET to keep them."
+)
+KEPT_SECRET_NOTE = (
+    "REASONING_PROXY_SECRET is not set: using the tenant secret kept in the %s store, so "
+    "stored turns and sealed reasoning outlive restarts and are shared by every process "
+    "on it. Set REASONING_PROXY_SECRET to keep the secret out of the store."
 )
 # with the memory store nothing the proxy keeps outlives the process; only
 # sealed reasoning held by a client does, so the warning waits for the first seal
@@ -116,8 +122,11 @@ class Runtime:
             self._secret = config.secret.get().encode()
         else:
             self._secret = secrets.token_bytes(32)
-        # reasoning that leaves inside client-held artefacts, sealed under the secret
         in_process = isinstance(self.store, MemoryStore)
+        # a secret drawn for this run: a store that outlives the process keeps
+        # one instead (start() adopts it), so its turns outlive the process too
+        self._adopt_secret = (config.secret is None or secret_drawn) and not in_process
+        # reasoning that leaves inside client-held artefacts, sealed under the secret
         random_secret = config.secret is None or secret_drawn
         self.sealer = (
             WarningSealer(self._secret) if random_secret and in_process else Sealer(self._secret)
@@ -144,12 +153,8 @@ class Runtime:
         self._grace_over = False
 
     async def start(self) -> None:
-        if self.config.secret is None and not self.history.in_process:
-            # (`serve` draws the secret itself and warns once, also for its workers)
-            log.warning(RANDOM_SECRET_WARNING)
         self.metrics.store_up.set(1)
         await self.upstream.start()
-        await self.live.start()
         if any(route.upstream.startswith("https:") for route in self.config.routes):
             # the trust store loads in ~0.1 s: now, not on the first request's path
             await asyncio.get_running_loop().run_in_executor(None, self.upstream.load_tls)
@@ -157,8 +162,26 @@ class Runtime:
             await asyncio.wait_for(self.store.start(), STORE_TIMEOUT)
         except (TimeoutError, StoreFailure) as exc:
             self.health.failed("start", exc)
+        if self._adopt_secret:
+            await self._secret_from_store()
+        await self.live.start()
         # load the tokenizer now, off the event loop, not on the first request
         await asyncio.get_running_loop().run_in_executor(None, self.tokens.load)
+
+    async def _secret_from_store(self) -> None:
+        """Use the tenant secret the store keeps (the one this process drew,
+        when it is the first): every process on the store, now and after a
+        restart, then makes a key the same tenant and opens the same seals."""
+        try:
+            kept = await asyncio.wait_for(self.store.tenant_secret(self._secret), STORE_TIMEOUT)
+        except (TimeoutError, StoreFailure) as exc:
+            log.warning("%s (%s)", RANDOM_SECRET_WARNING, type(exc).__name__)
+            return
+        self._secret = kept
+        self.sealer = Sealer(kept)
+        self.live = live_feed(self.store, kept)
+        self._tenant.cache_clear()
+        log.info(KEPT_SECRET_NOTE, self.store.name)
 
     async def close(self) -> None:
         await self.live.close()

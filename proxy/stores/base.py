@@ -3,9 +3,10 @@
 A store keeps, per conversation key, the turns in order (as serialized
 records), a tenant-wide index from tool-call ids and content fingerprints to
 turns (so turns are found again without a conversation id), the named
-profiles written through the API, and the Responses API's stored response
+profiles written through the API, the Responses API's stored response
 objects (per tenant, opaque records, under the same TTL and caps as
-conversations). Stores never see credentials: keys hold tenant hashes only.
+conversations), and, for a deployment that configures none, its tenant
+secret. Stores never see credentials: keys hold tenant hashes only.
 """
 
 from __future__ import annotations
@@ -112,6 +113,13 @@ class ReasoningStore(Protocol):
     async def delete_response(self, tenant: str, response_id: str) -> bool: ...
 
     async def stats(self) -> StoreStats: ...
+
+    async def tenant_secret(self, drawn: bytes) -> bytes:
+        """The deployment's tenant secret kept in the store, for a proxy
+        started without one: the secret stored already, else `drawn`, stored
+        now. The first writer wins, so every process on one store agrees.
+        The memory store keeps nothing beyond its process: `drawn`."""
+        ...
 
 
 def encode_turn(turn: Turn) -> bytes:

@@ -181,6 +181,9 @@ class MemoryStore:
     async def list_profiles(self) -> dict[str, dict[str, Any]]:
         return {k: dict(v) for k, v in self._profiles.items()}
 
+    async def tenant_secret(self, drawn: bytes) -> bytes:
+        return drawn  # nothing here outlives the process
+
     async def put_response(self, tenant: str, response_id: str, record: bytes) -> None:
         now = self._clock()
         self._expire_responses(now)

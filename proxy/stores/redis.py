@@ -23,6 +23,8 @@ touches one slot):
 - `rp:recent`                           sorted set: `<tenant>\\x1f<conversation>`
   by last write, every tenant (listing all, sweeping, eviction)
 - `rp:profiles`                         hash: name -> JSON settings
+- `rp:secret`                           the tenant secret of a deployment that
+  configures none (SET NX by the first process to start; no TTL)
 - `rp:{<tenant>:<id>}:response`         a stored response object (Responses API)
 - `rp:responses`                        sorted set: `<tenant>\\x1f<id>` by write time
 
@@ -616,6 +618,17 @@ class RedisStore:
             for key in keys:
                 pipe.execute_command(name, key, *rest)
             return list(await pipe.execute())
+
+    # -- the tenant secret --------------------------------------------------------
+
+    async def tenant_secret(self, drawn: bytes) -> bytes:
+        r = self._client()
+        with _failures("secret"):
+            await self._settled(lambda: r.set(self.keys.secret, drawn, nx=True))
+            kept = await self._settled(lambda: r.get(self.keys.secret))
+        if not kept:
+            raise StoreFailure("the redis store did not keep the tenant secret")
+        return _bytes(kept)
 
     # -- profiles ----------------------------------------------------------------
 

@@ -5,7 +5,8 @@ One key scheme serves a standalone server and a Redis Cluster. A hash tag
 - `rp:{<tenant>:<conversation>}:turns|conv|refs`  one conversation
 - `rp:{<tenant>}:index|recent`                     one tenant's index and recency
 - `rp:{<tenant>:<response id>}:response`           one stored response
-- `rp:recent`, `rp:responses`, `rp:profiles`       global, each a key of its own
+- `rp:recent`, `rp:responses`, `rp:profiles`,
+  `rp:secret`                                      global, each a key of its own
 
 Tenants never contain `:` (they are hashes), so a tenant's tag never equals a
 conversation's, and every suffix is unique: no two names collide. A
@@ -62,6 +63,11 @@ class Keys:
     @property
     def profiles(self) -> str:
         return f"{self.prefix}profiles"
+
+    @property
+    def secret(self) -> str:
+        """The tenant secret of a deployment that configures none."""
+        return f"{self.prefix}secret"
 
 
 def is_cluster_url(url: str) -> bool:

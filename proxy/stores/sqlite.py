@@ -21,7 +21,8 @@ Tables: `conversations` (one row per conversation key: how many turns were
 ever appended, last update, model), `turns` (the serialized records),
 `turn_index` (the tenant-wide index: `t:<tool_call_id>` / `f:<fingerprint>`
 -> conversation and turn), `profiles`, `responses` (the Responses API's
-stored response objects, per tenant). Turns and index rows belong to their
+stored response objects, per tenant), `deployment` (the tenant secret of a
+deployment that configures none, written once). Turns and index rows belong to their
 conversation (`ON DELETE CASCADE`), so dropping a conversation drops both.
 Schema 2 added `responses`; a schema 1 file gains the table when opened
 (when it is read-only then, its history is served as it is, and the upgrade
@@ -117,6 +118,12 @@ CREATE TABLE IF NOT EXISTS responses (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS responses_by_update ON responses (updated);
 """
+# created by the first start without a configured secret (not in SCHEMA: a
+# file of schema 2 gains it without an upgrade, and older versions ignore it)
+DEPLOYMENT = (
+    "CREATE TABLE IF NOT EXISTS deployment (name TEXT PRIMARY KEY, value BLOB NOT NULL)"
+    " WITHOUT ROWID"
+)
 
 
 def sqlite_path(url: str) -> str:
@@ -405,6 +412,34 @@ class SQLiteStore:
         rows = await self._run("profile list", read)
         with _failures("decode"):
             return {name: orjson.loads(body) for name, body in rows}
+
+    # -- the tenant secret ------------------------------------------------------------
+
+    async def tenant_secret(self, drawn: bytes) -> bytes:
+        def read(db: sqlite3.Connection) -> bytes | None:
+            try:
+                row = db.execute(
+                    "SELECT value FROM deployment WHERE name = 'tenant_secret'"
+                ).fetchone()
+            except sqlite3.OperationalError:  # no such table: never written
+                return None
+            return None if row is None else bytes(row[0])
+
+        def write(db: sqlite3.Connection) -> bytes | None:
+            db.execute(DEPLOYMENT)
+            db.execute("INSERT OR IGNORE INTO deployment VALUES ('tenant_secret', ?)", (drawn,))
+            return read(db)
+
+        try:
+            kept = await self._write("secret write", write)
+        except StoreFailure:
+            # a read-only file: the secret it holds serves its history
+            kept = await self._run("secret read", read)
+            if kept is None:
+                raise
+        if kept is None:  # pragma: no cover - written in the same transaction
+            raise StoreFailure("the sqlite store did not keep the tenant secret")
+        return kept
 
     # -- stored responses ----------------------------------------------------------
 

@@ -22,6 +22,7 @@ import orjson
 import pytest
 import yaml
 
+from proxy.runtime import RANDOM_SECRET_WARNING
 from tests.casefiles import chunk, read_stream
 from tests.e2e.test_messages_native import ev as anthropic_event
 from tests.harness import FakeUpstream, Hang, Stream, free_port
@@ -32,6 +33,7 @@ from tests.test_responses_native import event as response_event
 KEY = {"Authorization": "Bearer sk-shutdown-test"}
 SECRET = "shutdown-test-secret"
 SECRET_WARNING = "REASONING_PROXY_SECRET is not set"
+KEPT_SECRET = "using the tenant secret kept in the sqlite store"
 
 
 class Serve:
@@ -453,7 +455,7 @@ def test_sigterm_to_the_parent_of_two_workers_drains_them_and_exits_0(
     assert_clean(proxy.output())
 
 
-def test_workers_share_one_random_secret(
+def test_workers_share_the_secret_the_store_keeps(
     tmp_path: Path, upstream: FakeUpstream, serve: Any
 ) -> None:
     """Without REASONING_PROXY_SECRET every worker must still map a key to
@@ -479,7 +481,9 @@ def test_workers_share_one_random_secret(
     proxy.signal(signal.SIGTERM)
     assert proxy.wait(30) == 0
     output = proxy.output()
-    assert output.count(SECRET_WARNING) == 1, output
+    # the store keeps the secret: each worker says so, none warns
+    assert output.count(KEPT_SECRET) == 2, output
+    assert RANDOM_SECRET_WARNING not in output
     assert_clean(output)
 
 

@@ -177,6 +177,19 @@ async def test_profiles(store: ReasoningStore) -> None:
     assert await store.list_profiles() == {"fast": {"effort": "low"}}
 
 
+async def test_the_first_tenant_secret_kept_wins(store: ReasoningStore, backend: Backend) -> None:
+    first = await store.tenant_secret(b"drawn-by-the-first-process")
+    second = await store.tenant_secret(b"drawn-by-the-second-process")
+    if backend.kind == "memory":  # nothing outlives the process: each keeps its own
+        assert (first, second) == (b"drawn-by-the-first-process", b"drawn-by-the-second-process")
+        return
+    assert first == second == b"drawn-by-the-first-process"
+    # a secret is not a profile, a conversation, or anything a listing shows
+    assert await store.list_profiles() == {}
+    assert await store.conversations(None) == []
+    assert (await store.stats()).conversations == 0
+
+
 async def test_stats_count_conversations_turns_and_bytes(store: ReasoningStore) -> None:
     empty = await store.stats()
     assert (empty.conversations, empty.turns) == (0, 0)

@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 import redis
 
 from tests.harness import FakeUpstream, Json, Stream, free_port, route_config, running_proxy
@@ -23,14 +24,17 @@ from tests.stores.kimi import (
 from tests.stores.servers import ProxyProcess, RedisServer, serve_command, wait_until
 
 
+@pytest.mark.parametrize("secret", ["configured", "unset"])
 def test_a_turn_stored_through_one_replica_is_reinjected_by_another(
-    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, secret: str
 ) -> None:
     conversation = f"replicas-{uuid.uuid4().hex[:8]}"
     args = ["--config", str(kimi_config(tmp_path, upstream)), "--store", redis_server.url]
+    # unset: each replica draws a secret, and both use the one Redis kept first
+    env = {"REASONING_PROXY_SECRET": ""} if secret == "unset" else None
     with (
-        ProxyProcess(args, log=tmp_path / "a.log") as a,
-        ProxyProcess(args, log=tmp_path / "b.log") as b,
+        ProxyProcess(args, log=tmp_path / "a.log", env=env) as a,
+        ProxyProcess(args, log=tmp_path / "b.log", env=env) as b,
     ):
         store_tool_call_turn(a.base, upstream, conversation)
         assert_reinjected(replay_without_reasoning(b.base, upstream, conversation))
@@ -38,12 +42,14 @@ def test_a_turn_stored_through_one_replica_is_reinjected_by_another(
             assert len(stored_turns(replica.base, conversation).json()["turns"]) == 2
 
 
+@pytest.mark.parametrize("secret", ["configured", "unset"])
 def test_two_workers_on_redis_share_history(
-    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
+    tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, secret: str
 ) -> None:
     conversation = f"workers-{uuid.uuid4().hex[:8]}"
     args = ["--config", str(kimi_config(tmp_path, upstream)), "--store", redis_server.url]
-    with ProxyProcess([*args, "--workers", "2"], log=tmp_path / "workers.log") as proxy:
+    env = {"REASONING_PROXY_SECRET": ""} if secret == "unset" else None
+    with ProxyProcess([*args, "--workers", "2"], log=tmp_path / "workers.log", env=env) as proxy:
         # every call opens a new connection, so the workers take turns as they accept
         store_tool_call_turn(proxy.base, upstream, conversation)
         assert_reinjected(replay_without_reasoning(proxy.base, upstream, conversation))

@@ -24,17 +24,20 @@ from tests.stores.kimi import (
 from tests.stores.servers import ProxyProcess
 
 
+@pytest.mark.parametrize("secret", ["configured", "unset"])
 def test_a_restarted_proxy_reinjects_reasoning_stored_before_the_restart(
-    tmp_path: Path, upstream: FakeUpstream
+    tmp_path: Path, upstream: FakeUpstream, secret: str
 ) -> None:
     config = kimi_config(tmp_path, upstream)
     # a relative URL: the file lands in the proxy's working directory
     args = ["--config", str(config), "--store", "sqlite:///history.db"]
-    with ProxyProcess(args, log=tmp_path / "first.log", cwd=tmp_path) as first:
+    # unset: each start draws a secret, and the store keeps the first one
+    env = {"REASONING_PROXY_SECRET": ""} if secret == "unset" else None
+    with ProxyProcess(args, log=tmp_path / "first.log", cwd=tmp_path, env=env) as first:
         store_tool_call_turn(first.base, upstream, "restart-1")
     assert (tmp_path / "history.db").is_file()
 
-    with ProxyProcess(args, log=tmp_path / "second.log", cwd=tmp_path) as second:
+    with ProxyProcess(args, log=tmp_path / "second.log", cwd=tmp_path, env=env) as second:
         assert_reinjected(replay_without_reasoning(second.base, upstream, "restart-1"))
         turns = stored_turns(second.base, "restart-1").json()["turns"]
         assert [t["toolCallIds"] for t in turns] == [["call_0"], []]
@@ -50,13 +53,16 @@ def _without_file_permission_override() -> list[str]:
     return ["setpriv", "--bounding-set", "-dac_override", "--"]
 
 
+@pytest.mark.parametrize("secret", ["configured", "unset"])
 def test_a_read_only_database_answers_every_request_and_keeps_nothing(
-    tmp_path: Path, upstream: FakeUpstream
+    tmp_path: Path, upstream: FakeUpstream, secret: str
 ) -> None:
     db = tmp_path / "history.db"
     args = ["--upstream", upstream.url, "--store", f"sqlite:///{db}"]  # absolute: ////
     auth = {"Authorization": "Bearer sk-ro"}
-    with ProxyProcess(args, log=tmp_path / "writable.log") as proxy:
+    # unset: the read-only file still holds the secret its writable days kept
+    env = {"REASONING_PROXY_SECRET": ""} if secret == "unset" else None
+    with ProxyProcess(args, log=tmp_path / "writable.log", env=env) as proxy:
         response = httpx.post(
             proxy.url + "/chat/completions",
             json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
@@ -66,7 +72,7 @@ def test_a_read_only_database_answers_every_request_and_keeps_nothing(
     db.chmod(0o444)
 
     prefix = _without_file_permission_override()
-    with ProxyProcess(args, log=tmp_path / "read-only.log", prefix=prefix) as proxy:
+    with ProxyProcess(args, log=tmp_path / "read-only.log", prefix=prefix, env=env) as proxy:
         assert httpx.get(proxy.url + "/conversations/before", headers=auth).status_code == 200
 
         upstream.script(
