@@ -10,7 +10,7 @@
 #                                (the examples from config/ are in the image)
 #   REASONING_PROXY_UPSTREAM     or one catch-all upstream base URL (not both)
 #   REASONING_PROXY_STORE        store URL, e.g. redis://redis:6379/0
-#   REASONING_PROXY_SECRET       tenant HMAC secret (set it with a durable store)
+#   REASONING_PROXY_SECRET       tenant HMAC secret (unset, a durable store keeps one)
 #   REASONING_PROXY_ADMIN_TOKEN  admin token (writes profiles, sees every tenant)
 # The server always listens on 0.0.0.0:8787 inside the container (the
 # command line overrides a config file's server.host and server.port).
