@@ -309,6 +309,17 @@ def _failures(what: str) -> Iterator[None]:
         raise StoreFailure(f"redis store {what} failed: {type(exc).__name__}: {exc}") from exc
 
 
+async def _write_probe(call: Callable[[], Awaitable[Any]]) -> None:
+    """Run WRITE_PROBE; a refusal (OOM, READONLY, NOREPLICAS) is StoreFailure."""
+    with _failures("ping"):
+        try:
+            await call()
+        except ResponseError as exc:
+            if "compiling" not in str(exc):
+                raise
+            # a server before Redis 7 knows no script flags: it answered
+
+
 class RedisStore:
     name = "redis"
 
@@ -364,25 +375,26 @@ class RedisStore:
 
     async def ping(self) -> bool:
         """The server answers, in the URL's mode; a cluster says its state is
-        ok; one server takes writes (WRITE_PROBE)."""
+        ok and every primary takes writes; one server takes writes
+        (WRITE_PROBE)."""
         r = self._client()
         if isinstance(r, RedisCluster):
             with _failures("ping"):
                 state = (await r.cluster_info()).get("cluster_state")
             if _text(state) != "ok":
                 raise StoreFailure(f"redis store ping failed: cluster_state is {_text(state)}")
+            # every primary holds some conversations: each must take writes
+            await _write_probe(
+                lambda: r.execute_command(
+                    "EVAL", WRITE_PROBE, 0, target_nodes=RedisCluster.PRIMARIES
+                )
+            )
             return True
         with _failures("ping"):
             info = await r.info("cluster")
         if info.get("cluster_enabled"):
             raise StoreFailure(CLUSTER_NODE_REFUSED)
-        with _failures("ping"):
-            try:
-                await r.eval(WRITE_PROBE, 0)
-            except ResponseError as exc:
-                if "compiling" not in str(exc):
-                    raise
-                # a server before Redis 7 knows no script flags: it answered
+        await _write_probe(lambda: r.eval(WRITE_PROBE, 0))
         return True
 
     def _client(self) -> Client:

@@ -220,3 +220,24 @@ def test_the_live_view_goes_through_the_cluster(redis_cluster: LocalCluster) -> 
 
     with ThreadPoolExecutor(1) as pool:
         pool.submit(asyncio.run, scenario()).result()
+
+
+def test_readyz_says_503_while_one_master_refuses_writes(
+    tmp_path: Path, upstream: FakeUpstream, redis_cluster: LocalCluster
+) -> None:
+    """The cluster's state is `ok` while a master without the replicas it
+    must write to (min-replicas-to-write) refuses every write: readiness
+    asks each master for a write, as it asks a single server."""
+    args = ["--upstream", upstream.url, "--store", redis_cluster.url]
+    last = redis_cluster.nodes[-1]
+    with ProxyProcess(args, log=tmp_path / "proxy.log") as proxy:
+        assert httpx.get(proxy.base + "/readyz", timeout=10).status_code == 200
+        last.call("CONFIG", "SET", "min-replicas-to-write", "1")
+        try:
+            ready = httpx.get(proxy.base + "/readyz", timeout=10)
+            assert ready.status_code == 503, ready.text
+            assert ready.json()["store"] == "down"
+        finally:
+            last.call("CONFIG", "SET", "min-replicas-to-write", "0")
+        assert httpx.get(proxy.base + "/readyz", timeout=10).status_code == 200
+    assert "Traceback" not in (tmp_path / "proxy.log").read_text()
