@@ -137,21 +137,25 @@ class Door(TracedEndpoint):
                 summary = _masked(own_key, _turn_summary(ex.turn))
                 log.info("response", extra={"body": truncate(summary)})
 
-    async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
-        rt = self.rt
+    def normalize_options(self, ex: Exchange, state: Progress) -> NormalizeOptions:
+        """How this exchange's answer is separated into reasoning and text."""
+        limits = self.rt.config.limits
         # X-Reasoning-Output shapes the chat wire; a door with an encoder
         # reads the default shape (and writes reasoning in its own wire)
         output = ex.settings.output
         if state.encoder is not None and output != "none":
             output = "reasoning_content"
-        options = NormalizeOptions(
+        return NormalizeOptions(
             tags=ex.route.tags,
             implicit_open_tag=ex.route.implicit_open_tag and ex.settings.enabled,
             include_in_response=ex.settings.include_in_response,
-            max_line_bytes=rt.config.limits.max_sse_line_bytes,
-            max_reasoning_chars=rt.config.limits.max_reasoning_bytes,
+            max_line_bytes=limits.max_sse_line_bytes,
+            max_reasoning_chars=limits.max_reasoning_bytes,
             output=output,
         )
+
+    async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
+        options = self.normalize_options(ex, state)
 
         # (the two closures do not call each other: a reference cycle per
         # request would leave its objects to the cyclic collector)

@@ -6,8 +6,9 @@ translated (`proxy.doors.messages.request`): its `thinking` and
 `output_config.effort` become the reasoning settings (as X-Reasoning-*
 headers, unless the client sent those itself), thinking blocks coming back
 are opened from their sealed signatures, and the chat payload is planned
-like any chat completion (`Planner.chat`: route, tenant, history). The
-answer goes back through `MessagesEncoder`. To a Messages upstream (`api:
+like any chat completion (`Planner.chat`: route, tenant, history); `top_k`
+goes only to upstreams whose dialect takes it (`Dialect.top_k`), else it is
+dropped and named. The answer goes back through `MessagesEncoder`. To a Messages upstream (`api:
 messages`) the request is planned the same way, then its own body passes
 through with the settings applied and signatures opened
 (`proxy.api.messages_native`). Any other upstream API is a 400
@@ -132,6 +133,9 @@ class MessagesEndpoint(Door):
         if route.api == "messages":
             return await self._native(ex, body, original, headers), None
         ex.name_output_limit()
+        if "top_k" in ex.payload and not ex.dialect.top_k:
+            del ex.payload["top_k"]  # no Chat parameter: only some upstreams take it
+            t.dropped_fields.append("top_k")
         encoder = MessagesEncoder(
             model=t.payload["model"],
             seal=self._sealer(ex.key.tenant),

@@ -198,6 +198,7 @@ class ResponsesEndpoint(Door):
             await super().forward(ex, trace, state)
             return
         encoder.turn = lambda: ex.turn if ex.turn is not None else state.turn()
+        encoder.separation = self.normalize_options(ex, state)
         inner = trace.inner
 
         async def send(message: Message) -> None:

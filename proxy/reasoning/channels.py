@@ -5,6 +5,8 @@ order: native reasoning fields are authoritative from their first delta on;
 without them, tag bodies in `content` become reasoning. It feeds the Turn
 builder and returns the client's segments; `rewrite` writes them back into
 the delta. `quick` handles the common deltas without the general path.
+`visible_tokens` tells which tokens of a whole answer's logprobs are its
+visible text's.
 """
 
 from __future__ import annotations
@@ -231,6 +233,27 @@ def rewrite(obj: Json, segments: list[tuple[int, str]], source: str | None, incl
                     del extra[key]
                     changed = True
     return changed
+
+
+def visible_tokens(tokens: list[Json], options: NormalizeOptions, native: bool) -> list[Json]:
+    """The tokens of a whole answer's logprobs (each with its `token` text)
+    that its visible text is made of, as a stream would tell them: each
+    token read as one chunk of `content`, kept when that chunk brings
+    visible text. Tag and reasoning tokens are left out. `native`: the
+    answer had native reasoning too (an implicit open tag then does not
+    hold, as for the separator)."""
+    splitter = TagSplitter(options.tags, implicit_open=options.implicit_open_tag)
+    if native:
+        splitter.leave_implicit()
+    kept: list[Json] = []
+    last = len(tokens) - 1
+    for n, token in enumerate(tokens):
+        events = splitter.feed(token["token"])
+        if n == last:
+            events += splitter.flush()
+        if any(type(ev) is Visible and ev.text for ev in events):
+            kept.append(token)
+    return kept
 
 
 def in_order(segments: list[tuple[int, str]]) -> bool:

@@ -857,3 +857,100 @@ def test_a_legacy_function_call_streamed_to_a_whole_request_adds_up(
     assert tool.type == "tool_use"
     assert (tool.name, tool.input) == ("get_weather", {"city": "Paris"})
     assert message.stop_reason == "tool_use"
+
+
+# -- top_k, tool errors, keep-alives ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("dialect", "kept"), [("openai", False), ("deepseek", False), ("vllm", True)]
+)
+def test_top_k_goes_only_to_upstreams_that_take_it(
+    upstream: FakeUpstream, dialect: str, kept: bool
+) -> None:
+    upstream.script(Json(completion({"content": "ok"})))
+    with running_proxy(route_config(upstream, dialect=dialect)) as proxy:
+        raw = client(proxy.base).messages.with_raw_response.create(
+            model="m",
+            max_tokens=50,
+            messages=[{"role": "user", "content": "hi"}],
+            extra_body={"top_k": 40},  # (this SDK version has no top_k argument)
+        )
+    assert raw.parse().content[0].text == "ok"  # type: ignore[union-attr]
+    sent = upstream.chat_requests()[0].json
+    if kept:
+        assert sent["top_k"] == 40
+        assert "x-proxy-dropped-fields" not in raw.headers
+    else:
+        assert "top_k" not in sent  # OpenAI's Chat API refuses an unknown top_k
+        assert raw.headers["x-proxy-dropped-fields"] == "top_k"
+
+
+def test_a_failed_tool_result_says_so_to_the_chat_upstream(upstream: FakeUpstream) -> None:
+    upstream.script(Json(completion({"content": "That city does not exist."})))
+    call = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "X"}}
+    call2 = {**call, "id": "toolu_2"}
+    results = [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_1",
+            "content": "no such city: X",
+            "is_error": True,
+        },
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_2",
+            "content": [{"type": "text", "text": "timed out"}],
+            "is_error": True,
+        },
+    ]
+    messages: Any = [
+        {"role": "user", "content": "Weather in X?"},
+        {"role": "assistant", "content": [call, call2]},
+        {"role": "user", "content": results},
+    ]
+    with running_proxy(route_config(upstream)) as proxy:
+        client(proxy.base).messages.create(
+            model="m",
+            max_tokens=50,
+            messages=messages,
+            tools=[WEATHER],  # type: ignore[list-item]
+        )
+    sent = upstream.chat_requests()[0].json["messages"]
+    # chat's tool message has no is_error: the failure is in its text
+    assert sent[2:] == [
+        {"role": "tool", "tool_call_id": "toolu_1", "content": "Error: no such city: X"},
+        {"role": "tool", "tool_call_id": "toolu_2", "content": "Error: timed out"},
+    ]
+
+
+def test_message_start_names_the_upstreams_model_after_a_keep_alive(
+    upstream: FakeUpstream,
+) -> None:
+    answer = [
+        b": keep-alive\n\n",  # before the first chunk (OpenRouter sends these)
+        chunk({"role": "assistant", "content": "Hello"}, model="up-model"),
+        chunk({}, "stop", model="up-model"),
+    ]
+    upstream.script(Stream(answer), Stream(answer))
+    question: Any = [{"role": "user", "content": "hi"}]
+    with running_proxy(route_config(upstream)) as proxy:
+        with client(proxy.base).messages.stream(
+            model="asked-model", max_tokens=50, messages=question
+        ) as stream:
+            message = stream.get_final_message()
+        r = httpx.post(
+            f"{proxy.url}/messages",
+            headers={"x-api-key": KEY, "anthropic-version": "2023-06-01"},
+            json={"model": "asked-model", "max_tokens": 50, "stream": True, "messages": question},
+            timeout=30,
+        )
+    assert message.model == "up-model"
+    assert message.content[0].text == "Hello"  # type: ignore[union-attr]
+    blocks = [b for b in r.content.split(b"\n\n") if b.strip()]
+    # the keep-alive before message_start stays a comment: the stream begins with message_start
+    assert blocks[0].startswith(b":")
+    events = parse_events(b"\n\n".join(blocks[1:]))
+    assert events[0][0] == "message_start"
+    assert events[0][1]["message"]["model"] == "up-model"
+    assert accumulate(events).content[0].text == "Hello"  # type: ignore[union-attr]

@@ -332,6 +332,61 @@ def test_included_logprobs_are_asked_for_and_answered(
     assert [lp.model_dump() for lp in stored.logprobs or ()] == expected_part_logprobs()  # type: ignore[union-attr]
 
 
+# a model served raw: its reasoning inline in `content`, one token per chunk
+TAGGED = [token("<think>", -0.01), token("Greet", -0.5), token(".", -0.4), token("</think>", -0.02)]
+TAGGED += [token("\n\n", -0.03)]
+
+
+def tagged_stream() -> Stream:
+    tokens = [*TAGGED, *HELLO, *WORLD]
+    first, *rest = tokens
+    chunks = [with_logprobs({"role": "assistant", "content": first["token"]}, [first])]
+    chunks += [with_logprobs({"content": t["token"]}, [t]) for t in rest]
+    return Stream([*chunks, chunk({}, "stop")])
+
+
+def tagged_completion() -> Json:
+    text = "".join(t["token"] for t in [*TAGGED, *HELLO, *WORLD])
+    return Json(
+        {
+            "id": "chatcmpl-tagged",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": {"content": [*TAGGED, *HELLO, *WORLD], "refusal": None},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_tagged_reasoning_tokens_stay_out_of_the_answers_logprobs(
+    sdk: openai.OpenAI, upstream: FakeUpstream, stream: bool
+) -> None:
+    upstream.script(tagged_stream() if stream else tagged_completion())
+    request: Any = {"model": "m", "input": "Hi", "include": LOGPROBS}
+    if stream:
+        with sdk.responses.stream(**request) as events:
+            list(events)
+            response = events.get_final_response()
+    else:
+        response = sdk.responses.create(**request)
+    reasoning, message = response.output
+    assert reasoning.type == "reasoning"
+    assert [s.text for s in reasoning.summary] == ["Greet."]
+    assert response.output_text == "Hello world"
+    part = message.content[0]  # type: ignore[union-attr]
+    assert part.type == "output_text"
+    # the visible answer's tokens alone, the same whole as streamed
+    assert [lp.model_dump() for lp in part.logprobs or ()] == expected_part_logprobs()
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_without_the_include_nothing_more_is_asked_and_logprobs_stay_empty(
     sdk: openai.OpenAI, upstream: FakeUpstream, stream: bool

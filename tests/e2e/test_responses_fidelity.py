@@ -292,3 +292,70 @@ def test_listed_input_items_are_the_sdks_items(
         ("function_call_output", "completed"),
         ("function_call_output", "completed"),
     ]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_background_is_answered_in_the_foreground_and_named(
+    proxy: ProxyServer, sdk: openai.OpenAI, upstream: FakeUpstream, stream: bool
+) -> None:
+    upstream.script(text_stream("stop") if stream else text_completion("stop"))
+    raw = sdk.responses.with_raw_response.create(
+        model="m", input="Weather?", background=True, stream=stream
+    )
+    assert raw.headers["x-proxy-dropped-fields"] == "background"
+    if stream:
+        events = [e for e in raw.parse() if hasattr(e, "response")]
+        assert [e.type for e in events] == [
+            "response.created",
+            "response.in_progress",
+            "response.completed",
+        ]
+        shown = [e.response for e in events]
+    else:
+        shown = [raw.parse()]
+    # every Response the client sees says so, streamed and whole, and the stored one
+    assert [r.background for r in shown] == [False] * len(shown)
+    assert sdk.responses.retrieve(shown[-1].id).background is False
+    assert "background" not in upstream.chat_requests()[0].json
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_user_message_whose_parts_were_all_dropped_goes_nowhere(
+    proxy: ProxyServer, sdk: openai.OpenAI, upstream: FakeUpstream, stream: bool
+) -> None:
+    upstream.script(text_stream("stop") if stream else text_completion("stop"))
+    file_only: Any = {
+        "role": "user",
+        "content": [{"type": "input_file", "file_id": "file-abc"}],
+    }
+    raw = sdk.responses.with_raw_response.create(
+        model="m",
+        input=[{"role": "user", "content": "Weather?"}, file_only],
+        stream=stream,
+    )
+    assert raw.headers["x-proxy-dropped-fields"] == "input.content.input_file"
+    if stream:
+        list(raw.parse())
+    else:
+        raw.parse()
+    sent = upstream.chat_requests()[0].json["messages"]
+    assert sent == [{"role": "user", "content": "Weather?"}]  # no empty user message
+
+
+def test_input_that_is_all_dropped_parts_is_a_400_naming_them(
+    sdk: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.responses.create(
+            model="m",
+            instructions="Be brief.",
+            input=[
+                {"role": "user", "content": [{"type": "input_file", "file_id": "file-abc"}]},
+                {"type": "item_reference", "id": "msg_1"},
+            ],
+        )
+    body: Any = caught.value.body
+    assert (body["param"], body["code"]) == ("input", "invalid_input")
+    assert "input_file" in body["message"]
+    assert "item_reference" in body["message"]
+    assert upstream.chat_requests() == []

@@ -3,7 +3,8 @@
 What maps is mapped: `system` (a string or text blocks) becomes the system
 message; text, image, tool_use and tool_result blocks become chat content
 parts, `tool_calls` and `tool` messages (a tool_result's images, which a
-tool message cannot hold, go in the user message after it); a plain-text
+tool message cannot hold, go in the user message after it; one with
+`is_error` says so first, `Error: ...`, as chat has no such flag); a plain-text
 document becomes a text part; custom tools become function tools;
 `tool_choice`, `max_tokens`, `stop_sequences`, `temperature`, `top_p`,
 `top_k` and `stream` have their chat counterparts; a `system` message
@@ -60,6 +61,8 @@ _READ = frozenset(
     )
 )
 _EFFORTS = ("low", "medium", "high", "xhigh", "max")
+# what a tool_result with `is_error` says first, in its tool message
+TOOL_ERROR = "Error"
 # block keys that carry nothing a Chat upstream uses, dropped without a name
 _QUIET = frozenset(("type", "citations"))
 
@@ -264,8 +267,9 @@ class _Translator:
         is_error = block.get("is_error")
         if is_error is not None and not isinstance(is_error, bool):
             raise bad(f"{at}.is_error", "must be a boolean")
-        if is_error and not text:
-            text = "error"
+        if is_error:
+            # chat's tool message has no such flag: the model reads it in the text
+            text = f"{TOOL_ERROR}: {text}" if text else TOOL_ERROR
         return {"role": "tool", "tool_call_id": call_id, "content": text}
 
     def assistant(self, content: list[Any], where: str) -> Json:

@@ -7,10 +7,11 @@ blocks `BlockOrder` holds so that blocks never interleave), `flush()` ends
 the stream, `whole()` turns a whole chat completion (or an error body) into
 a Message (or an Anthropic error).
 
-Stream states: before the first whole event nothing is sent; then
-`message_start` (its model the one the first chunk names, as a whole answer
-names the completion's; usage.input_tokens is the proxy's count of the
-request until the upstream reports its own, in `message_delta`). Then one content block is
+Stream states: before the first whole data event nothing is sent but
+keep-alives (as SSE comments, which clients skip); then `message_start`
+(its model the one the first chunk names, as a whole answer names the
+completion's; usage.input_tokens is the proxy's count of the request until
+the upstream reports its own, in `message_delta`). Then one content block is
 open at a time, in the order the model began them (`proxy.doors.messages.
 blocks`): a delta of another kind (reasoning, text, a new tool call) closes
 the open one and opens the next, except that a tool call stays open until
@@ -21,7 +22,8 @@ envelope of its text (and the upstream's own artefacts). The choice's
 `finish_reason` sends what is held; `[DONE]` closes the last block and
 sends `message_delta` (stop_reason, usage) and `message_stop`; an error
 event sends what is held, then becomes `event: error` and ends the stream
-(no `message_stop`). Chat comments (keep-alives) become `ping` events.
+(no `message_stop`). Chat comments (keep-alives) after `message_start`
+become `ping` events.
 """
 
 from __future__ import annotations
@@ -47,7 +49,13 @@ from proxy.doors.messages.shapes import error_body, error_from_openai, matched_s
 from proxy.reasoning.channels import LEGACY_CALL
 from proxy.reasoning.native import DetailsMerger
 from proxy.reasoning.normalizer import answer_error, chunk_usage
-from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong
+from proxy.reasoning.sse import (
+    SSEComment,
+    SSEDecoder,
+    SSEEvent,
+    SSELineTooLong,
+    encode_comment,
+)
 
 OPEN, DONE, FAILED = "open", "done", "failed"
 _PING = b'event: ping\ndata: {"type":"ping"}\n\n'
@@ -154,14 +162,16 @@ class MessagesEncoder:
             events = self._decoder.split(data)  # a plain data event comes as its bytes
         except SSELineTooLong:  # the normalizer bounds lines before this
             events = []
-        if events and not self._started:
-            self._start(out, _model_of(events[0]))
         for ev in events:
+            if isinstance(ev, SSEComment):
+                # before message_start (a Messages stream's first event) a
+                # keep-alive stays a comment, which clients skip
+                out.append(_PING if self._started else encode_comment(ev.text))
+                continue
+            if not self._started:
+                self._start(out, _model_of(ev))
             if type(ev) is bytes:
                 go_on = self._data(ev, out)
-            elif isinstance(ev, SSEComment):
-                out.append(_PING)
-                continue
             else:
                 assert isinstance(ev, SSEEvent)
                 go_on = self._event(ev, out)

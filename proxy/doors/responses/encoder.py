@@ -33,8 +33,11 @@ when its request's `include` asked for it.
 With `include_logprobs` (the request's `message.output_text.logprobs`), the
 tokens' logprobs of each chunk (chat's `choice.logprobs.content`) go out
 with the answer text that chunk brought, and the output_text part keeps
-them all; a chunk whose text became reasoning brings none. Without it, the
-events carry `logprobs: []` and the part none, whatever the upstream sent.
+them all; a chunk whose text became reasoning brings none. A whole answer
+whose `content` held tagged reasoning keeps the tokens of its visible text
+alone: each token is read as a chunk of its own would be (`separation`, the
+door's separation options). Without it, the events carry `logprobs: []` and
+the part none, whatever the upstream sent.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from proxy.doors.responses.objects import (
 )
 from proxy.doors.responses.tools import ClientTool, ToolNames
 from proxy.reasoning.blocks import Json, Turn, blocks_for_context, join_reasoning
-from proxy.reasoning.channels import LEGACY_CALL
+from proxy.reasoning.channels import LEGACY_CALL, NormalizeOptions, visible_tokens
 from proxy.reasoning.native import DetailsMerger
 from proxy.reasoning.normalizer import answer_error, chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment
@@ -159,6 +162,9 @@ class ResponsesEncoder:
         # the status of the items closing now: incomplete at an incomplete end
         self._closing = "completed"
         self._blocks_seen = 0  # (hidden reasoning) thinking blocks already in an item
+        # how the answer was separated (set by the door): a whole answer's
+        # logprobs are then told apart as its text was
+        self.separation: NormalizeOptions | None = None
         self._details_seen = 0
 
     # -- the Encoder protocol ----------------------------------------------------------
@@ -213,7 +219,7 @@ class ResponsesEncoder:
         text_status = "completed" if calls else cut
         content = message.get("content")
         if isinstance(content, str) and content:
-            logprobs = logprobs_of(choice.get("logprobs")) if self.include_logprobs else None
+            logprobs = self._answer_logprobs(choice.get("logprobs"))
             item = message_item(self._id("msg"), content, text_status, False, logprobs)
             self._output.append(item)
         refusal = message.get("refusal")
@@ -233,6 +239,19 @@ class ResponsesEncoder:
         self._usage = completion.get("usage")
         self._end([])
         return self._client_body()
+
+    def _answer_logprobs(self, chat: Any) -> list[Json] | None:
+        """A whole answer's logprobs, those of its visible text alone (the
+        tokens of tags and reasoning in `content` left out, as the stream
+        leaves them out with the chunks that became reasoning)."""
+        if not self.include_logprobs:
+            return None
+        tokens = logprobs_of(chat)
+        if self.separation is None or not tokens:
+            return tokens
+        turn = self.turn()
+        native = turn is not None and any(b.source_field != "think_tag" for b in turn.thinking)
+        return visible_tokens(tokens, self.separation, native)
 
     def _whole_reasoning(self, message: Json) -> None:
         text = message.get("reasoning_content")

@@ -21,7 +21,9 @@ request's own) into chat messages:
 
 Malformed input (a wrong type, a message without content, an output whose
 `call_id` matches no call) is a BadRequest naming the field, before anything
-goes upstream. Fields and item types a chat upstream has no use for are
+goes upstream. A user message whose parts were all dropped is left out (no
+empty message goes upstream); input with nothing left is a BadRequest
+naming what was dropped. Fields and item types a chat upstream has no use for are
 dropped and named (`X-Proxy-Dropped-Fields`), never refused.
 """
 
@@ -174,6 +176,14 @@ def translate(body: Json, prior: list[Json], open_envelope: Opener) -> Translati
         writer.item(item, f"input[{n}]")
     messages = writer.finish()
     if not any(m["role"] != "system" for m in messages):
+        left = sorted({d.rpartition(".")[2] for d in dropped if d.startswith("input.")})
+        if left:  # there was input, none of it a chat upstream can take
+            raise BadRequest(
+                "input holds nothing a chat upstream can read: its content parts and "
+                f"items ({', '.join(left)}) were all dropped.",
+                param="input",
+                code="invalid_input",
+            )
         raise BadRequest(
             "input must hold at least one message or item.", param="input", code="invalid_input"
         )
@@ -328,7 +338,10 @@ class _Messages:
                 self.system.append(text)
         elif role == "user":
             self.flush()
-            self.messages.append({"role": "user", "content": _user_content(content, where, self)})
+            user = _user_content(content, where, self)
+            if user != "" or isinstance(content, str):
+                self.messages.append({"role": "user", "content": user})
+            # else every part was dropped (and named): no empty message goes up
         elif role == "assistant":
             group = self.group = self.group or _Assistant()
             group.texts.append(_texts(content, where, self.dropped))
