@@ -4,6 +4,7 @@ the README says, so none of them can rot."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -17,7 +18,9 @@ from tests.harness import running_demo
 
 REPO = Path(__file__).parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
+QUICK_START = README[README.index("## Quick start") : README.index("## Use it")]
 USE_IT = README[README.index("## Use it") : README.index("## Request headers")]
+BIN = Path(sys.executable).parent
 
 
 def blocks(text: str, language: str) -> list[str]:
@@ -26,7 +29,7 @@ def blocks(text: str, language: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    command = shutil.which("reasoning-proxy", path=str(Path(sys.executable).parent))
+    command = shutil.which("reasoning-proxy", path=str(BIN))
     assert command, "the console script is installed with the package"
     log = tmp_path_factory.mktemp("demo") / "demo.log"
     # the README's snippets run against the demo as a user starts it
@@ -72,3 +75,28 @@ def test_the_curl_snippet(port: int) -> None:
     deltas = [json.loads(e)["choices"][0]["delta"] for e in events[:-1] if '"choices"' in e]
     assert "".join(d.get("reasoning_content") or "" for d in deltas)
     assert "Paris" in "".join(d.get("content") or "" for d in deltas)
+
+
+def test_the_check_config_line_runs_as_written(tmp_path: Path) -> None:
+    # a newcomer's shell: the venv's scripts on the PATH, no provider key exported
+    (line,) = [
+        line.split("#")[0]
+        for block in blocks(QUICK_START, "sh")
+        for line in block.splitlines()
+        if "check-config config/" in line
+    ]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("REASONING_PROXY_") and not k.endswith("_API_KEY")
+    }
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    # the repository's files, as in a fresh clone
+    shutil.copytree(REPO / "config", tmp_path / "config")
+    result = subprocess.run(
+        ["bash", "-c", line], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().endswith(": OK")
+    (route,) = json.loads(result.stdout)["routes"]
+    assert route["api_key"] == "<set>"
