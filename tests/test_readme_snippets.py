@@ -100,3 +100,13 @@ def test_the_check_config_line_runs_as_written(tmp_path: Path) -> None:
     assert result.stderr.strip().endswith(": OK")
     (route,) = json.loads(result.stdout)["routes"]
     assert route["api_key"] == "<set>"
+
+
+def test_every_python_snippet_says_how_to_install_what_it_imports() -> None:
+    # `pip install .` brings the proxy, not the clients the snippets use
+    installed = " ".join(
+        m.replace("\n", " ") for m in re.findall(r"`[^`]*pip install\s([^`]+)`", README)
+    ).split()
+    for snippet in blocks(README, "python"):
+        for module in re.findall(r"^(?:from|import) (\w+)", snippet, re.M):
+            assert module in installed, module
