@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.harness import running_demo
@@ -20,6 +21,9 @@ REPO = Path(__file__).parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
 QUICK_START = README[README.index("## Quick start") : README.index("## Use it")]
 USE_IT = README[README.index("## Use it") : README.index("## Request headers")]
+PROFILES = README[
+    README.index("### `defaults`, `profiles` and `reasoning`") : README.index("### Environment")
+]
 BIN = Path(sys.executable).parent
 
 
@@ -110,3 +114,35 @@ def test_every_python_snippet_says_how_to_install_what_it_imports() -> None:
     for snippet in blocks(README, "python"):
         for module in re.findall(r"^(?:from|import) (\w+)", snippet, re.M):
             assert module in installed, module
+
+
+def test_the_profile_snippet_writes_a_profile_requests_then_pick(tmp_path: Path) -> None:
+    (snippet,) = blocks(PROFILES, "sh")
+    token = "admin-token-of-the-readme-test"
+    with running_demo(
+        tmp_path / "demo.log", environ={"REASONING_PROXY_ADMIN_TOKEN": token}
+    ) as base:
+        port = int(base.rsplit(":", 1)[1])
+        result = subprocess.run(
+            ["bash", "-c", on(port, snippet)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "REASONING_PROXY_ADMIN_TOKEN": token},
+        )
+        assert result.returncode == 0, result.stderr
+        written = json.loads(result.stdout)
+        name = written["name"]
+        assert written["source"] == "store"
+        assert f"X-Reasoning-Profile: {name}" in PROFILES
+        listed = httpx.get(f"{base}/v1/reasoning/profiles", timeout=30).json()["data"]
+        assert [p["name"] for p in listed] == [name]
+        answer = httpx.post(
+            f"{base}/v1/chat/completions",
+            headers={"X-Reasoning-Profile": name},
+            json={"model": "demo-deepseek", "messages": [{"role": "user", "content": "12 * 12?"}]},
+            timeout=30,
+        ).json()
+    message = answer["choices"][0]["message"]
+    assert message["content"]
+    assert "reasoning_content" not in message  # the profile's include_in_response: false
