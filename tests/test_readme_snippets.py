@@ -21,6 +21,7 @@ REPO = Path(__file__).parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
 QUICK_START = README[README.index("## Quick start") : README.index("## Use it")]
 USE_IT = README[README.index("## Use it") : README.index("## Request headers")]
+HEADERS = README[README.index("## Request headers") : README.index("Precedence, lowest")]
 PROFILES = README[
     README.index("### `defaults`, `profiles` and `reasoning`") : README.index("### Environment")
 ]
@@ -146,3 +147,35 @@ def test_the_profile_snippet_writes_a_profile_requests_then_pick(tmp_path: Path)
     message = answer["choices"][0]["message"]
     assert message["content"]
     assert "reasoning_content" not in message  # the profile's include_in_response: false
+
+
+def test_header_values_are_case_insensitive_except_names(port: int) -> None:
+    base = f"http://127.0.0.1:{port}"
+    body = {"model": "demo-deepseek", "messages": [{"role": "user", "content": "12 * 12?"}]}
+    rows = [line.split("|")[1:-1] for line in HEADERS.splitlines() if line.startswith("| `X-")]
+    named = []
+    for header, values, _default in rows:
+        choices = re.findall(r"`([a-zA-Z_]+)`", values)
+        if not choices:  # an integer, or a name
+            named.append(header.strip(" `"))
+            continue
+        for value in choices:
+            r = httpx.post(
+                f"{base}/v1/chat/completions",
+                headers={header.strip(" `"): value.upper()},
+                json=body,
+                timeout=30,
+            )
+            assert r.status_code == 200, (header, value, r.text)
+    assert named == ["X-Reasoning-Max-Tokens", "X-Reasoning-Profile", "X-Conversation-Id"]
+    assert "a profile name and a conversation\nid are matched as written" in HEADERS
+    # a conversation id is matched as written
+    r = httpx.post(
+        f"{base}/v1/chat/completions",
+        headers={"X-Conversation-Id": "Readme-Case"},
+        json=body,
+        timeout=30,
+    )
+    assert r.status_code == 200
+    assert httpx.get(f"{base}/v1/conversations/Readme-Case", timeout=30).status_code == 200
+    assert httpx.get(f"{base}/v1/conversations/readme-case", timeout=30).status_code == 404
