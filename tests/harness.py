@@ -76,14 +76,20 @@ def closed_port() -> Iterator[int]:
 
 @contextmanager
 def running_demo(
-    output: Path, *, command: Sequence[str] | None = None, fast: bool = True
+    output: Path,
+    *,
+    command: Sequence[str] | None = None,
+    fast: bool = True,
+    environ: Mapping[str, str] | None = None,
 ) -> Iterator[str]:
     """The demo on a free port, its output in `output`; yields its base URL
     once healthy. `command`: how to start it (default `python -m proxy`);
     `fast`: streams without the demo's delays. No REASONING_PROXY_*
-    setting of the environment reaches it (the memory store, no secret)."""
+    setting of the environment reaches it (the memory store, no secret),
+    only those `environ` gives."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("REASONING_PROXY_")}
+    env.update(environ or {})
     if fast:
         env[ENV_DELAY_MS] = "0"
     with output.open("wb") as sink:

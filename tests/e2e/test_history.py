@@ -515,9 +515,12 @@ def test_the_list_says_when_it_left_older_conversations_out(upstream: FakeUpstre
         two = httpx.get(f"{proxy.url}/conversations?limit=2", headers=key).json()
         three = httpx.get(f"{proxy.url}/conversations?limit=3", headers=key).json()
         capped = httpx.get(f"{proxy.url}/conversations?limit=100000", headers=key).json()
+        floored = httpx.get(f"{proxy.url}/conversations?limit=0", headers=key).json()
     assert [c["id"] for c in two["data"]] == ["list-2", "list-1"]  # the most recent first
     assert two["has_more"] is True
     assert [c["id"] for c in three["data"]] == ["list-2", "list-1", "list-0"]
     assert three["has_more"] is False
     assert capped["has_more"] is False
     assert len(capped["data"]) == 3
+    assert [c["id"] for c in floored["data"]] == ["list-2"]  # the nearer bound, 1
+    assert floored["has_more"] is True
