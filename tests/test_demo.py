@@ -586,7 +586,7 @@ def test_the_banner_says_simulated_and_shows_how_to_call_it() -> None:
     text = banner(build_demo_config("0.0.0.0", 8787, env={}))
     assert "SIMULATED" in text
     assert "http://127.0.0.1:8787/v1" in text
-    assert "curl -N http://127.0.0.1:8787/v1/chat/completions" in text
+    assert "curl -sN http://127.0.0.1:8787/v1/chat/completions" in text
     assert 'OpenAI(base_url="http://127.0.0.1:8787/v1"' in text
     assert "http://127.0.0.1:8787/ui" in text
     assert all(model in text for model in MODELS)
@@ -629,7 +629,7 @@ def test_the_demo_prints_how_to_use_it(demo: Demo) -> None:
     text = demo.output.read_text()
     assert "SIMULATED" in text
     assert f"Base URL:   {demo.base}/v1" in text
-    assert f"curl -N {demo.base}/v1/chat/completions" in text
+    assert f"curl -sN {demo.base}/v1/chat/completions" in text
     assert f"{demo.base}/ui" in text
     assert "from openai import OpenAI" in text
 

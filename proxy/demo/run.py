@@ -103,7 +103,7 @@ def banner(config: Config) -> str:
     width = max(len(m) for m in MODELS)
     models = "\n".join(f"  {m.id:<{width}}  {m.imitates}" for m in MODELS.values())
     curl = (
-        f"curl -N {base}/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+        f"curl -sN {base}/v1/chat/completions -H 'Content-Type: application/json' \\\n"
         '    -d \'{"model": "demo-minimax", "stream": true, '
         '"messages": [{"role": "user", "content": "What is 17 * 23?"}]}\''
     )
