@@ -410,10 +410,12 @@ class NativeReader:
     def _fail(self, failure: StreamFailure) -> bytes:
         """The proxy ends the stream: an error event whose type follows the
         failure's, as on the chat-upstream path (`timeout_error` for the idle
-        timeout, `api_error` for the rest)."""
+        timeout, `overloaded_error` for a shutdown, `api_error` for the rest)."""
         self.state = FAILED
         self.failure = failure
         self.failed_after_data = self._wrote
         self.error = failure.code
-        error = error_from_openai({"type": failure.type, "message": failure.message})
+        error = error_from_openai(
+            {"type": failure.type, "message": failure.message, "code": failure.code}
+        )
         return encode_event(orjson.dumps(error), "error")

@@ -45,6 +45,13 @@ _TYPE_OF_TYPE = {
     "api_error": "api_error",
 }
 
+# the proxy's own error codes whose Anthropic type is not their OpenAI type's:
+# a stream cut by shutdown says what a refused request says (503)
+_TYPE_OF_CODE = {
+    "server_shutting_down": "overloaded_error",
+    "upstream_busy": "overloaded_error",
+}
+
 # chat finish_reason -> Messages stop_reason
 STOP_REASONS = {
     "stop": "end_turn",
@@ -74,7 +81,10 @@ def error_from_openai(error: Any, status: int | None = None) -> dict[str, Any]:
     if isinstance(error, dict):
         if isinstance(error.get("message"), str):
             message = error["message"]
-        if isinstance(error.get("type"), str):
+        code = error.get("code")
+        if isinstance(code, str) and code in _TYPE_OF_CODE:
+            kind = _TYPE_OF_CODE[code]
+        elif isinstance(error.get("type"), str):
             kind = _TYPE_OF_TYPE.get(error["type"])
     elif isinstance(error, str) and error:
         message = error
