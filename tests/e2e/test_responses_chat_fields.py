@@ -79,7 +79,8 @@ def legacy_call_completion() -> Json:
     )
 
 
-def answer(text: str) -> Json:
+def answer(text: str, **choice: Any) -> Json:
+    """A whole chat completion answering `text` (`choice`: more fields of its choice)."""
     return Json(
         {
             "id": "chatcmpl-a",
@@ -90,6 +91,7 @@ def answer(text: str) -> Json:
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": text},
+                    **choice,
                     "finish_reason": "stop",
                 }
             ],
@@ -346,23 +348,9 @@ def tagged_stream() -> Stream:
 
 
 def tagged_completion() -> Json:
-    text = "".join(t["token"] for t in [*TAGGED, *HELLO, *WORLD])
-    return Json(
-        {
-            "id": "chatcmpl-tagged",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "m",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "logprobs": {"content": [*TAGGED, *HELLO, *WORLD], "refusal": None},
-                    "finish_reason": "stop",
-                }
-            ],
-        }
-    )
+    tokens = [*TAGGED, *HELLO, *WORLD]
+    text = "".join(t["token"] for t in tokens)
+    return answer(text, logprobs={"content": tokens, "refusal": None})
 
 
 @pytest.mark.parametrize("stream", [False, True])
