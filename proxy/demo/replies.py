@@ -86,11 +86,11 @@ def effort_of(body: Mapping[str, Any]) -> str | None:
     return effort if isinstance(effort, str) else None
 
 
-def compose_reply(body: Mapping[str, Any], *, calls_tools: bool) -> Reply:
+def compose_reply(body: Mapping[str, Any]) -> Reply:
     """The reply to a chat request whose `messages` is a non-empty list."""
     messages = [m for m in body.get("messages", ()) if isinstance(m, dict)]
     text = _last_user_text(messages)
-    tool = _offered_tool(body.get("tools"), text) if calls_tools else None
+    tool = _offered_tool(body.get("tools"), text)
     calls: tuple[ToolCall, ...] = ()
     if messages and messages[-1].get("role") == "tool":
         sentences, answer = _after_tool(messages)
@@ -396,9 +396,28 @@ def _output_of(result: str) -> str:
     return output.strip() if found else result
 
 
+# MiniMax's reasoning, sent back where the model wrote it: at the start of content
+_LEADING_THINK = re.compile(r"\s*<think>(.*?)</think>", re.DOTALL)
+
+
 def _has_reasoning(message: Mapping[str, Any]) -> bool:
-    earlier = message.get("reasoning_content") or message.get("reasoning")
-    return isinstance(earlier, str) and earlier.strip() != ""
+    """Whether an assistant message carries its reasoning back, in any of the
+    shapes the imitated providers take it: `reasoning_content` (DeepSeek,
+    Kimi), `reasoning` (vLLM), `reasoning_details` (OpenRouter, MiniMax's
+    reasoning_split), `<think>` at the start of `content` (MiniMax)."""
+    for name in ("reasoning_content", "reasoning"):
+        earlier = message.get(name)
+        if isinstance(earlier, str) and earlier.strip():
+            return True
+    for detail in message.get("reasoning_details") or ():
+        said = (
+            [detail.get(k) for k in ("text", "summary", "data")] if isinstance(detail, dict) else []
+        )
+        if any(isinstance(v, str) and v.strip() for v in said):
+            return True
+    content = message.get("content")
+    tagged = _LEADING_THINK.match(content) if isinstance(content, str) else None
+    return tagged is not None and tagged.group(1).strip() != ""
 
 
 def _call_names(message: Mapping[str, Any]) -> dict[str, str]:

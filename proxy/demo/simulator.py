@@ -130,7 +130,7 @@ class Simulator:
         except _Refused as refused:
             await _respond(send, refused.status, refused.body)
             return
-        reply = compose_reply(body, calls_tools=model.calls_tools)
+        reply = compose_reply(body)
         env = Envelope(
             id=model.id_prefix + "demo-" + hashlib.sha256(raw).hexdigest()[:24],
             created=int(time.time()),

@@ -50,7 +50,6 @@ class DemoModel:
     imitates: str  # one line for /v1/models and the start-up banner
     style: Style
     id_prefix: str = "chatcmpl-"
-    calls_tools: bool = False
     check: Check | None = None
     usage_in_stream: UsageIn = "on_request"
     reasoning_tokens: bool = False  # usage has completion_tokens_details.reasoning_tokens
@@ -81,7 +80,6 @@ MODELS: dict[str, DemoModel] = {
             "demo-kimi",
             "Kimi K2 Thinking: reasoning_content; calls tools; 400 if reasoning is dropped",
             "reasoning_content",
-            calls_tools=True,
             check=kimi_reasoning_required,
             usage_in_stream="finish_chunk",
         ),

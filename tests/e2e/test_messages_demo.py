@@ -23,7 +23,7 @@ import pytest
 import uvicorn
 
 from proxy.app import create_app
-from proxy.demo.run import MOUNT, build_demo_config
+from proxy.demo.run import DEMO_ROUTES, MOUNT, build_demo_config
 from proxy.demo.simulator import Simulator
 from tests.harness import free_port
 from tests.messages_wire import accumulate, parse_events
@@ -183,12 +183,18 @@ BASH = {
 
 
 def agent_session(
-    sdk: anthropic.Anthropic, prompts: list[str], *, keep_thinking: bool
+    sdk: anthropic.Anthropic,
+    prompts: list[str],
+    *,
+    keep_thinking: bool,
+    model: str = "demo-kimi",
+    thoughts: list[str] | None = None,
 ) -> tuple[list[str], list[int]]:
     """Claude Code's loop, one prompt after another in one conversation: each
     turn streamed, every tool_use "run" (its result is the command's last
     word), the results sent back in the order the commands finished (the
-    last first), until end_turn. The final texts, and the requests per prompt."""
+    last first), until end_turn. The final texts, and the requests per prompt;
+    every turn's thinking goes to `thoughts`."""
     messages: list[Any] = []
     answers: list[str] = []
     requests: list[int] = []
@@ -196,13 +202,15 @@ def agent_session(
         messages.append({"role": "user", "content": prompt})
         for sent in range(1, 10):
             with sdk.messages.stream(
-                model="demo-kimi",
+                model=model,
                 max_tokens=2000,
                 messages=messages,
                 tools=[BASH],  # type: ignore[list-item]
                 thinking={"type": "adaptive"},
             ) as stream:
                 turn = stream.get_final_message()
+            if thoughts is not None:
+                thoughts += [b.thinking for b in turn.content if b.type == "thinking"]
             kept = [b for b in turn.content if keep_thinking or b.type != "thinking"]
             messages.append({"role": "assistant", "content": [b.model_dump() for b in kept]})
             if turn.stop_reason == "end_turn":
@@ -254,6 +262,52 @@ def test_a_session_of_tool_calls_in_a_row_and_at_once(
     sent_back = [m for m in turns[-1]["egress"]["messages"] if m["toolCall"]]
     action = "passed" if keep_thinking else "reinjected"
     assert [m["action"] for m in sent_back] == [action] * 4
+
+
+# the dialects that send reasoning back on tool-call turns (include_in_context
+# auto); the others (vllm, openai, groq) get tool-call turns without it
+RECALLS = {"demo-deepseek", "demo-kimi", "demo-minimax", "demo-openrouter"}
+
+
+@pytest.mark.parametrize("keep_thinking", [True, False])
+@pytest.mark.parametrize("model", sorted(DEMO_ROUTES))
+def test_every_demo_model_runs_a_session_of_tool_calls(
+    demo: str, model: str, keep_thinking: bool
+) -> None:
+    """Every simulated provider calls the tool the user names, one call per
+    turn and two at once; on tool-call turns the reasoning goes back to the
+    upstreams whose dialect needs it, in the dialect's own shape (MiniMax's
+    `<think>` in content, OpenRouter's reasoning_details), from the client's
+    thinking blocks or, when it drops them, from the store."""
+    key = f"every-{model}-{keep_thinking}"
+    thoughts: list[str] = []
+    with anthropic.Anthropic(base_url=demo, api_key=key, max_retries=0) as client:
+        answers, requests = agent_session(
+            client,
+            [
+                "Run `echo one` with Bash, then `echo two`, then tell me both outputs.",
+                "Now use the Bash tool to run `echo alpha` and `echo beta` in parallel",
+            ],
+            keep_thinking=keep_thinking,
+            model=model,
+            thoughts=thoughts,
+        )
+    assert answers == [
+        "According to Bash: one. According to Bash: two.",
+        "According to Bash: beta. According to Bash: alpha.",
+    ]
+    assert requests == [3, 2]
+    after_tools = [thoughts[i] for i in (1, 2, 4)]
+    said = RECALLED if model in RECALLS else "My earlier reasoning is not in the context"
+    assert all(t.startswith(said) for t in after_tools), after_tools
+    auth = {"Authorization": f"Bearer {key}"}
+    (listed,) = httpx.get(f"{demo}/v1/conversations", headers=auth).json()["data"]
+    turns = httpx.get(f"{demo}/v1/conversations/{listed['id']}", headers=auth).json()["turns"]
+    assert [len(t["toolCalls"]) for t in turns] == [1, 1, 0, 2, 0]
+    sent_back = [m["action"] for m in turns[-1]["egress"]["messages"] if m["toolCall"]]
+    kept = "passed" if keep_thinking else "reinjected"
+    action = kept if model in RECALLS else "stripped"
+    assert sent_back == [action] * 3
 
 
 def test_count_tokens(sdk: anthropic.Anthropic) -> None:

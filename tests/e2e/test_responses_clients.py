@@ -155,12 +155,21 @@ EXEC_TOOL: Any = {
 }
 
 
-def codex_session(demo: Demo, key: str, prompts: list[str], *, keep_reasoning: bool) -> list[str]:
+def codex_session(
+    demo: Demo,
+    key: str,
+    prompts: list[str],
+    *,
+    keep_reasoning: bool,
+    model: str = "demo-kimi",
+    thoughts: list[str] | None = None,
+) -> list[str]:
     """Codex's loop, one prompt after another in one conversation: stateless
     (store false, the whole input each time, reasoning items carried with
     their encrypted_content), streamed, parallel tool calls allowed; every
     function_call "run" (its output is the command's last word) until a
-    turn ends without one. The final texts."""
+    turn ends without one. The final texts; each turn's reasoning summary
+    goes to `thoughts`."""
     items: list[Any] = []
     answers: list[str] = []
     with openai.OpenAI(base_url=demo.base + "/v1", api_key=key, max_retries=0) as client:
@@ -168,7 +177,7 @@ def codex_session(demo: Demo, key: str, prompts: list[str], *, keep_reasoning: b
             items.append({"type": "message", "role": "user", "content": prompt})
             for _ in range(10):
                 with client.responses.stream(
-                    model="demo-kimi",
+                    model=model,
                     input=items,
                     tools=[EXEC_TOOL],
                     tool_choice="auto",
@@ -179,6 +188,12 @@ def codex_session(demo: Demo, key: str, prompts: list[str], *, keep_reasoning: b
                 ) as stream:
                     response = stream.get_final_response()
                 assert response.status == "completed"
+                if thoughts is not None:
+                    thoughts += [
+                        "".join(part.text for part in i.summary)
+                        for i in response.output
+                        if i.type == "reasoning"
+                    ]
                 items += [
                     i.model_dump(exclude_none=True)
                     for i in response.output
@@ -228,6 +243,53 @@ def test_a_codex_session_of_tool_calls_in_a_row_and_at_once(
     sent_back = [m for m in turns[-1]["egress"]["messages"] if m["toolCall"]]
     action = "passed" if keep_reasoning else "reinjected"
     assert [m["action"] for m in sent_back] == [action] * 4
+
+
+# the dialects that send reasoning back on tool-call turns (include_in_context
+# auto); the others (vllm, openai, groq) get tool-call turns without it
+RECALLS = {"demo-deepseek", "demo-kimi", "demo-minimax", "demo-openrouter"}
+
+
+@pytest.mark.parametrize("keep_reasoning", [True, False])
+@pytest.mark.parametrize("model", list(MODELS))
+def test_every_demo_model_runs_a_codex_session(
+    demo: Demo, model: str, keep_reasoning: bool
+) -> None:
+    """Every simulated provider calls the function the user names, one call
+    per turn and two at once; on tool-call turns the reasoning goes back to
+    the upstreams whose dialect needs it, in the dialect's own shape, from
+    the client's encrypted_content or, when it drops its reasoning items,
+    from the store."""
+    key = f"codex-every-{model}-{keep_reasoning}"
+    thoughts: list[str] = []
+    answers = codex_session(
+        demo,
+        key,
+        [
+            "Use exec_command to run `echo one`, then `echo two`, and tell me both outputs.",
+            "Now use exec_command to run `echo alpha` and `echo beta` in parallel",
+        ],
+        keep_reasoning=keep_reasoning,
+        model=model,
+        thoughts=thoughts,
+    )
+    assert answers == [
+        "According to exec_command: one. According to exec_command: two.",
+        "According to exec_command: alpha. According to exec_command: beta.",
+    ]
+    recalled = "My earlier reasoning is back in the context"
+    said = recalled if model in RECALLS else "My earlier reasoning is not in the context"
+    after_tools = [thoughts[i] for i in (1, 2, 4)]
+    assert all(t.startswith(said) for t in after_tools), after_tools
+    auth = {"Authorization": f"Bearer {key}"}
+    (listed,) = httpx.get(f"{demo.base}/v1/conversations", headers=auth).json()["data"]
+    url = f"{demo.base}/v1/conversations/{listed['id']}"
+    turns = httpx.get(url, headers=auth).json()["turns"]
+    assert [len(t["toolCalls"]) for t in turns] == [1, 1, 0, 2, 0]
+    sent_back = [m["action"] for m in turns[-1]["egress"]["messages"] if m["toolCall"]]
+    kept = "passed" if keep_reasoning else "reinjected"
+    action = kept if model in RECALLS else "stripped"
+    assert sent_back == [action] * 3
 
 
 @pytest.mark.skipif(shutil.which("codex") is None, reason="Codex CLI is not installed")
