@@ -152,7 +152,7 @@ def _answer(text: str) -> tuple[list[str], str]:
                 "I should say so and point to the tool loop.",
             ],
             f"I cannot look up the weather in {city} without a tool. Offer a get_weather "
-            "tool (try the model demo-kimi) and I will call it.",
+            "tool (demo-kimi shows why its reasoning must go back) and I will call it.",
         )
     if _GREETING.match(text):
         return (

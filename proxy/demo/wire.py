@@ -78,7 +78,7 @@ MODELS: dict[str, DemoModel] = {
         ),
         DemoModel(
             "demo-kimi",
-            "Kimi K2 Thinking: reasoning_content; calls tools; 400 if reasoning is dropped",
+            "Kimi K2 Thinking: reasoning_content; 400 if a tool-call turn comes without it",
             "reasoning_content",
             check=kimi_reasoning_required,
             usage_in_stream="finish_chunk",
