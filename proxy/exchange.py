@@ -132,10 +132,15 @@ class Planner:
         return route
 
     async def chat(
-        self, headers: list[tuple[str, str]], body: Callable[[], Awaitable[bytes]]
+        self,
+        headers: list[tuple[str, str]],
+        body: Callable[[], Awaitable[bytes]],
+        *,
+        counting: bool = False,
     ) -> Exchange:
         """A chat completions request as an Exchange. The headers are checked
-        before the body is read (`body()`), so a bad setting costs no upload."""
+        before the body is read (`body()`), so a bad setting costs no upload.
+        `counting`: planned for its token count only; it is not sent."""
         rt = self.rt
         authorization = self.authorize(headers)
         from_headers = header_overrides(headers)
@@ -169,6 +174,7 @@ class Planner:
             dialect=dialect,
             settings=settings,
             large=len(raw) >= LONG_TEXT,  # (no text is longer than the body)
+            counting=counting,
         )
         payload["messages"] = plan.result.messages
         apply_params(payload, params, frozenset(from_headers))

@@ -261,7 +261,11 @@ def _bytes(data: bytes) -> Callable[[], Any]:
 
 class CountTokensEndpoint(TracedEndpoint):
     """POST /v1/messages/count_tokens: the translated request counted with
-    the proxy's tokenizer, as `{"input_tokens": N}`. Nothing goes upstream."""
+    the proxy's tokenizer, as `{"input_tokens": N}`. Nothing goes upstream.
+    To a chat upstream, the request is counted as it would be sent: planned
+    like a message (the route's dialect and the reasoning settings decide
+    which reasoning goes back, stored reasoning included), the effective
+    count of X-Context-Tokens-Effective."""
 
     endpoint = "messages.count_tokens"
 
@@ -283,14 +287,23 @@ class CountTokensEndpoint(TracedEndpoint):
                 raise unsupported_api(route.api)
             tenant = rt.tenant(authorization)
             t = translate(body, lambda token: rt.sealer.open(tenant, token), counting=True)
+            if route.api == "chat":
+                payload = _bytes(orjson.dumps(t.payload))
+                ex = await self.planner.chat(chat_headers(headers, t), payload, counting=True)
+                count = ex.plan.effective
+            else:
+                count = await self._count(t.payload)
         except ProxyError as exc:
             trace.fields["error"] = exc.code
             await send_anthropic_error(trace.send, exc)
             return
         except ClientGone:
             return
-        messages, tools = t.payload["messages"], tools_text(t.payload.get("tools"))
-        await rt.count.warm(request_texts(messages, tools))  # long texts off the event loop
-        count = request_tokens_of(messages, tools, rt.count)
         json = (b"content-type", b"application/json")
         await send_bytes(trace.send, 200, orjson.dumps({"input_tokens": count}), [json])
+
+    async def _count(self, payload: dict[str, Any]) -> int:
+        """The translated request's tokens, every reasoning it holds included."""
+        messages, tools = payload["messages"], tools_text(payload.get("tools"))
+        await self.rt.count.warm(request_texts(messages, tools))  # long texts off the event loop
+        return request_tokens_of(messages, tools, self.rt.count)

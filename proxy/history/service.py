@@ -141,12 +141,15 @@ class History:
         settings: ReasoningSettings,
         dialect: Dialect | None = None,
         large: bool = True,
+        counting: bool = False,
     ) -> EgressPlan:
         """What goes upstream for these messages. `scoped`: the client named
         the conversation, so stored turns are looked for only in it.
         `dialect`: the one this request got (default: the route's). `large`:
         the request may hold a long text (its body is LONG_TEXT bytes or
-        more); a smaller one holds none, and is not looked through for any."""
+        more); a smaller one holds none, and is not looked through for any.
+        `counting`: only its tokens are wanted (nothing is sent), so the
+        metrics of what is sent are left alone."""
         dialect = dialect or route.dialect
         assistants = read_assistants(messages, route.tags)
         try:
@@ -179,13 +182,14 @@ class History:
             count=self.count,
             tools_json=tools_json,
         )
-        metrics = self.metrics
-        if plan.result.reinjected:
-            metrics.child(metrics.reinjected, dialect.name).inc(plan.result.reinjected)
-        if plan.result.stripped:
-            metrics.child(metrics.stripped, dialect.name).inc(plan.result.stripped)
-        if plan.compressed:
-            metrics.child(metrics.compressions, plan.compressed).inc()
+        if not counting:
+            metrics = self.metrics
+            if plan.result.reinjected:
+                metrics.child(metrics.reinjected, dialect.name).inc(plan.result.reinjected)
+            if plan.result.stripped:
+                metrics.child(metrics.stripped, dialect.name).inc(plan.result.stripped)
+            if plan.compressed:
+                metrics.child(metrics.compressions, plan.compressed).inc()
         # what was done with each message's reasoning, and why (the inspector)
         notes = egress_notes(
             assistants,

@@ -565,6 +565,79 @@ def test_count_tokens(upstream: FakeUpstream) -> None:
     assert upstream.requests == []
 
 
+def reinjected_counts(base: str) -> list[str]:
+    metrics = httpx.get(base + "/metrics").text.splitlines()
+    return [line for line in metrics if line.startswith("reasoning_proxy_turns_reinjected_total{")]
+
+
+LONG_THOUGHT = "Which city, which units, which day: Paris, Celsius, today. " * 40
+
+
+@pytest.mark.parametrize("keeps_thinking", [True, False], ids=["thinking-kept", "thinking-dropped"])
+@pytest.mark.parametrize(("dialect", "sent_back"), [("kimi", True), ("groq", False)])
+def test_count_tokens_counts_what_the_route_would_send(
+    upstream: FakeUpstream, dialect: str, sent_back: bool, keeps_thinking: bool
+) -> None:
+    """A tool loop's history, counted: kimi gets the tool-use turn's
+    reasoning back (from the client, or from the store when the client
+    dropped it), groq never does, so the counts differ by the reasoning, and
+    each equals the effective count of the same request sent."""
+    with running_proxy(route_config(upstream, dialect=dialect)) as proxy:
+        sdk = client(proxy.base)
+        first = [{"role": "user", "content": "Weather in Paris?"}]
+        upstream.script(
+            Stream(
+                [
+                    chunk({"reasoning_content": LONG_THOUGHT}),
+                    *tool_stream().chunks[1:],
+                ]
+            )
+        )
+        turn = sdk.messages.create(
+            model="m",
+            max_tokens=100,
+            messages=first,
+            tools=[WEATHER],  # type: ignore[arg-type, list-item]
+        )
+        assert [b.type for b in turn.content] == ["thinking", "tool_use"]
+        history = [
+            *first,
+            {
+                "role": "assistant",
+                "content": [b.model_dump() for b in turn.content[0 if keeps_thinking else 1 :]],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": turn.content[1].id, "content": "21 C"}  # type: ignore[union-attr]
+                ],
+            },
+        ]
+        before = reinjected_counts(proxy.base)
+        counted = sdk.messages.count_tokens(
+            model="m",
+            messages=history,
+            tools=[WEATHER],  # type: ignore[arg-type, list-item]
+        ).input_tokens
+        assert reinjected_counts(proxy.base) == before  # a count sends nothing
+        upstream.script(Json(completion({"role": "assistant", "content": "21 C in Paris."})))
+        sent = sdk.messages.with_raw_response.create(
+            model="m",
+            max_tokens=100,
+            messages=history,
+            tools=[WEATHER],  # type: ignore[arg-type, list-item]
+        )
+        effective = int(sent.headers["x-context-tokens-effective"])
+        reinjected = upstream.chat_requests()[-1].json["messages"][1]
+    assert ("reasoning_content" in reinjected) is sent_back
+    assert counted == effective
+    thought_tokens = len(LONG_THOUGHT) // 8  # far fewer than it has, far more than noise
+    if sent_back:
+        assert counted > thought_tokens
+    else:
+        assert counted < thought_tokens
+
+
 def test_get_is_not_allowed(upstream: FakeUpstream) -> None:
     with running_proxy(route_config(upstream)) as proxy:
         r = httpx.get(f"{proxy.url}/messages")
