@@ -30,7 +30,13 @@ from proxy.api.models import MODELS_PATH, AnthropicModelsEndpoint, anthropic_cli
 from proxy.api.ops import ops_router
 from proxy.api.passthrough import PassthroughEndpoint
 from proxy.api.profiles import profiles_router
-from proxy.api.responses import RESPONSES_PATH, ResponsesEndpoint, responses_router
+from proxy.api.responses import (
+    INPUT_TOKENS_PATH,
+    RESPONSES_PATH,
+    InputTokensEndpoint,
+    ResponsesEndpoint,
+    responses_router,
+)
 from proxy.api.trace import Trace
 from proxy.api.ui import ui_router
 from proxy.config import (
@@ -98,6 +104,7 @@ class ProxyApp:
         # a default route whose upstream speaks the Responses API itself
         default = runtime.config.route_for(None)
         self.own_responses = default is None or default.api != "responses"
+        self.input_tokens = InputTokensEndpoint(self.responses, self.passthrough)
         self.messages = MessagesEndpoint(runtime, self.chat.planner)
         self.count_tokens = CountTokensEndpoint(runtime, self.chat.planner)
         # Anthropic clients get the model list in their shape, converted here
@@ -160,6 +167,11 @@ class ProxyApp:
                 await self._refuse(scope, send, MethodNotAllowed("Use POST for messages."))
                 return
             endpoint = self.messages if door == MESSAGES_PATH else self.count_tokens
+        elif door == INPUT_TOKENS_PATH and self.own_responses:
+            if scope["method"] != "POST":
+                await self._refuse(scope, send, MethodNotAllowed("Use POST to count input tokens."))
+                return
+            endpoint = self.input_tokens
         elif door == RESPONSES_PATH:
             if scope["method"] != "POST":
                 await self._refuse(scope, send, MethodNotAllowed("Use POST to create a response."))

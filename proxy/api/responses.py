@@ -40,13 +40,24 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from proxy.api import ownership
-from proxy.api.asgi import Message, Receive, header_list, read_body
+from proxy.api.asgi import (
+    JSON_TYPE,
+    ClientGone,
+    Message,
+    Receive,
+    Scope,
+    header_list,
+    read_body,
+    request_headers,
+    send_bytes,
+    send_error,
+)
 from proxy.api.conversations import caller_tenant
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
 from proxy.api.native import forward_native
 from proxy.api.relay import Progress
-from proxy.api.trace import Trace
+from proxy.api.trace import Trace, TracedEndpoint
 from proxy.doors.responses.encoder import ResponsesEncoder
 from proxy.doors.responses.items import chain_items, page, page_params
 from proxy.doors.responses.native import NativeResponses, native_request
@@ -57,7 +68,7 @@ from proxy.doors.responses.request import (
     read_options,
     translate,
 )
-from proxy.errors import BadRequest, NotFound
+from proxy.errors import BadRequest, NotFound, ProxyError
 from proxy.exchange import Exchange, parse_json_object
 from proxy.history.service import STORE_TIMEOUT
 from proxy.reasoning.blocks import Turn
@@ -69,6 +80,7 @@ from proxy.stores.base import StoreFailure
 log = logging.getLogger("proxy.responses")
 
 RESPONSES_PATH = "/v1/responses"
+INPUT_TOKENS_PATH = RESPONSES_PATH + "/input_tokens"
 DROPPED_FIELDS = "x-proxy-dropped-fields"
 DROPPED_TOOLS = "x-proxy-dropped-tools"
 EFFORT_HEADER = "x-reasoning-effort"
@@ -265,6 +277,78 @@ class ResponsesEndpoint(Door):
             metrics.child(metrics.sealed_rejected, "responses").inc()
             log.warning("a reasoning item's encrypted_content is not this proxy's; ignored")
         return sealed
+
+
+class InputTokensEndpoint(TracedEndpoint):
+    """POST /v1/responses/input_tokens (`client.responses.input_tokens.count`):
+    `{"object": "response.input_tokens", "input_tokens": N}`. To a chat
+    upstream the request is counted as the Responses door would send it
+    (translated, its previous_response_id chain included, planned with the
+    route's dialect and the reasoning settings): the effective count, with
+    nothing sent upstream. To a Responses upstream it is passed through, as
+    that upstream counts its own."""
+
+    endpoint = "responses.input_tokens"
+
+    def __init__(self, door: ResponsesEndpoint, passthrough: TracedEndpoint) -> None:
+        self.door = door
+        self.rt = door.rt
+        self.metrics = door.metrics
+        self.passthrough = passthrough
+
+    async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
+        rt, door = self.rt, self.door
+        try:
+            headers = request_headers(scope, rt.config.limits.max_header_bytes)
+            authorization = door.planner.authorize(headers)
+            header_overrides(headers)  # a bad setting costs no upload
+            raw = await read_body(receive, rt.config.limits.max_body_bytes)
+            body = parse_json_object(raw)
+            options = read_options(body)
+            route = door.planner.route(options.model)
+            trace.route = route.name
+            if route.api == "responses":
+                await self.passthrough._handle(scope, _replay(raw, receive), trace)
+                return
+            if route.api != "chat":
+                raise BadRequest(
+                    f"This route's upstream speaks the {route.api} API; the Responses door "
+                    "goes to chat and Responses upstreams only.",
+                    param="model",
+                    code="unsupported_upstream_api",
+                )
+            tenant = rt.tenant(authorization)
+            prior = await door._history(tenant, options.previous_response_id)
+            translation = translate(body, prior, lambda token: door._open(tenant, token))
+            payload = orjson.dumps(translation.payload)
+
+            async def chat_body() -> bytes:
+                return payload
+
+            planned = with_effort(headers, translation.effort)
+            ex = await door.planner.chat(planned, chat_body, counting=True)
+        except ProxyError as exc:
+            trace.fields["error"] = exc.code
+            await send_error(trace.send, exc)
+            return
+        except ClientGone:
+            return
+        answer = {"object": "response.input_tokens", "input_tokens": ex.plan.effective}
+        await send_bytes(trace.send, 200, orjson.dumps(answer), [JSON_TYPE])
+
+
+def _replay(raw: bytes, receive: Receive) -> Receive:
+    """A receive that gives the body read already, then the client's own."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    return replay
 
 
 def _no_turn() -> Turn | None:
