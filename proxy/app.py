@@ -31,8 +31,10 @@ from proxy.api.ops import ops_router
 from proxy.api.passthrough import PassthroughEndpoint
 from proxy.api.profiles import profiles_router
 from proxy.api.responses import (
+    COMPACT_PATH,
     INPUT_TOKENS_PATH,
     RESPONSES_PATH,
+    CompactEndpoint,
     InputTokensEndpoint,
     ResponsesEndpoint,
     responses_router,
@@ -105,6 +107,7 @@ class ProxyApp:
         default = runtime.config.route_for(None)
         self.own_responses = default is None or default.api != "responses"
         self.input_tokens = InputTokensEndpoint(self.responses, self.passthrough)
+        self.compact = CompactEndpoint(self.responses, self.passthrough)
         self.messages = MessagesEndpoint(runtime, self.chat.planner)
         self.count_tokens = CountTokensEndpoint(runtime, self.chat.planner)
         # Anthropic clients get the model list in their shape, converted here
@@ -167,11 +170,11 @@ class ProxyApp:
                 await self._refuse(scope, send, MethodNotAllowed("Use POST for messages."))
                 return
             endpoint = self.messages if door == MESSAGES_PATH else self.count_tokens
-        elif door == INPUT_TOKENS_PATH and self.own_responses:
+        elif door in (INPUT_TOKENS_PATH, COMPACT_PATH) and self.own_responses:
             if scope["method"] != "POST":
-                await self._refuse(scope, send, MethodNotAllowed("Use POST to count input tokens."))
+                await self._refuse(scope, send, MethodNotAllowed("Use POST for this endpoint."))
                 return
-            endpoint = self.input_tokens
+            endpoint = self.input_tokens if door == INPUT_TOKENS_PATH else self.compact
         elif door == RESPONSES_PATH:
             if scope["method"] != "POST":
                 await self._refuse(scope, send, MethodNotAllowed("Use POST to create a response."))

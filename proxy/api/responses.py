@@ -81,6 +81,7 @@ log = logging.getLogger("proxy.responses")
 
 RESPONSES_PATH = "/v1/responses"
 INPUT_TOKENS_PATH = RESPONSES_PATH + "/input_tokens"
+COMPACT_PATH = RESPONSES_PATH + "/compact"
 DROPPED_FIELDS = "x-proxy-dropped-fields"
 DROPPED_TOOLS = "x-proxy-dropped-tools"
 EFFORT_HEADER = "x-reasoning-effort"
@@ -279,16 +280,10 @@ class ResponsesEndpoint(Door):
         return sealed
 
 
-class InputTokensEndpoint(TracedEndpoint):
-    """POST /v1/responses/input_tokens (`client.responses.input_tokens.count`):
-    `{"object": "response.input_tokens", "input_tokens": N}`. To a chat
-    upstream the request is counted as the Responses door would send it
-    (translated, its previous_response_id chain included, planned with the
-    route's dialect and the reasoning settings): the effective count, with
-    nothing sent upstream. To a Responses upstream it is passed through, as
-    that upstream counts its own."""
-
-    endpoint = "responses.input_tokens"
+class ResponsesAside(TracedEndpoint):
+    """A Responses endpoint beside `POST /v1/responses` that takes the same
+    body: routed by its model, passed through to a Responses upstream (which
+    serves it itself), answered by `_chat` for a chat upstream."""
 
     def __init__(self, door: ResponsesEndpoint, passthrough: TracedEndpoint) -> None:
         self.door = door
@@ -317,24 +312,65 @@ class InputTokensEndpoint(TracedEndpoint):
                     param="model",
                     code="unsupported_upstream_api",
                 )
-            tenant = rt.tenant(authorization)
-            prior = await door._history(tenant, options.previous_response_id)
-            translation = translate(body, prior, lambda token: door._open(tenant, token))
-            payload = orjson.dumps(translation.payload)
-
-            async def chat_body() -> bytes:
-                return payload
-
-            planned = with_effort(headers, translation.effort)
-            ex = await door.planner.chat(planned, chat_body, counting=True)
+            answer = await self._chat(headers, body, options, rt.tenant(authorization))
         except ProxyError as exc:
             trace.fields["error"] = exc.code
             await send_error(trace.send, exc)
             return
         except ClientGone:
             return
-        answer = {"object": "response.input_tokens", "input_tokens": ex.plan.effective}
         await send_bytes(trace.send, 200, orjson.dumps(answer), [JSON_TYPE])
+
+    async def _chat(
+        self, headers: list[tuple[str, str]], body: dict[str, Any], options: Options, tenant: str
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class InputTokensEndpoint(ResponsesAside):
+    """POST /v1/responses/input_tokens (`client.responses.input_tokens.count`):
+    `{"object": "response.input_tokens", "input_tokens": N}`. To a chat
+    upstream the request is counted as the Responses door would send it
+    (translated, its previous_response_id chain included, planned with the
+    route's dialect and the reasoning settings): the effective count, with
+    nothing sent upstream."""
+
+    endpoint = "responses.input_tokens"
+
+    async def _chat(
+        self, headers: list[tuple[str, str]], body: dict[str, Any], options: Options, tenant: str
+    ) -> dict[str, Any]:
+        door = self.door
+        prior = await door._history(tenant, options.previous_response_id)
+        translation = translate(body, prior, lambda token: door._open(tenant, token))
+        payload = orjson.dumps(translation.payload)
+
+        async def chat_body() -> bytes:
+            return payload
+
+        planned = with_effort(headers, translation.effort)
+        ex = await door.planner.chat(planned, chat_body, counting=True)
+        return {"object": "response.input_tokens", "input_tokens": ex.plan.effective}
+
+
+class CompactEndpoint(ResponsesAside):
+    """POST /v1/responses/compact (OpenAI's remote compaction): a Responses
+    upstream compacts; to a chat upstream it is a 404 `unsupported_endpoint`
+    that says so (the compacted state is the upstream's own opaque item, which
+    a chat upstream has no way to make or read). Clients compact locally
+    instead, through the model."""
+
+    endpoint = "responses.compact"
+
+    async def _chat(
+        self, headers: list[tuple[str, str]], body: dict[str, Any], options: Options, tenant: str
+    ) -> dict[str, Any]:
+        raise NotFound(
+            "Remote compaction (/v1/responses/compact) needs an upstream that speaks the "
+            "Responses API; this model's route goes to a Chat Completions upstream. Compact "
+            "through the model instead (Codex does, with a model provider of its own).",
+            code="unsupported_endpoint",
+        )
 
 
 def _replay(raw: bytes, receive: Receive) -> Receive:

@@ -2,7 +2,9 @@
 through the real server with the openai SDK: to a chat upstream the proxy
 counts the request as the Responses door would send it (nothing goes
 upstream), so the count equals X-Context-Tokens-Effective of the same
-request sent; to a Responses upstream the request is passed through."""
+request sent; to a Responses upstream the request is passed through. And
+POST /v1/responses/compact: passed to a Responses upstream, a 404 that says
+why to a chat upstream."""
 
 from __future__ import annotations
 
@@ -165,3 +167,35 @@ def test_a_responses_route_beside_a_chat_default_counts_upstream(upstream: FakeU
     (request,) = upstream.requests
     assert request.path.endswith("/responses/input_tokens")
     assert request.json == {"model": "gpt-5", "input": "Hi"}
+
+
+def test_remote_compaction_to_a_chat_upstream_says_why_it_cannot(upstream: FakeUpstream) -> None:
+    native = {"name": "native", "models": ["gpt-*"], "upstream": upstream.url, "api": "responses"}
+    config = {"routes": [native, {"name": "chat", "models": ["*"], "upstream": upstream.url}]}
+    compacted = {
+        "id": "resp_c",
+        "object": "response.compaction",
+        "created_at": 1,
+        "output": [{"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque"}],
+        "usage": {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 2,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 12,
+        },
+    }
+    upstream.script(Json(compacted))
+    with running_proxy(config) as proxy, sdk(proxy.url) as client:
+        native_answer = client.responses.compact(model="gpt-5", input="Hi")
+        with pytest.raises(openai.NotFoundError) as refused:
+            client.responses.compact(model="kimi", input="Hi")
+        get = httpx.get(f"{proxy.url}/responses/compact")
+    assert native_answer.output[0].type == "compaction"
+    error = refused.value.body
+    assert isinstance(error, dict)
+    assert error["code"] == "unsupported_endpoint"
+    assert "Chat Completions upstream" in error["message"]
+    assert get.status_code == 405
+    (request,) = upstream.requests  # the chat route's request went nowhere
+    assert request.path.endswith("/responses/compact")
