@@ -34,17 +34,20 @@ DRAIN_POLL = 0.1  # seconds between two looks for a second Ctrl-C while draining
 REMEMBERED_KEY = 512  # characters: longer keys get their tenant computed every time
 
 RANDOM_SECRET_WARNING = (
-    "REASONING_PROXY_SECRET is not set and the store could not keep a tenant secret: a "
-    "random one was drawn for this run, so after a restart, or on another replica, stored "
-    "turns cannot be found again and the sealed reasoning clients hold (Responses "
-    "encrypted_content, Anthropic thinking signatures) cannot be opened. Set "
-    "REASONING_PROXY_SECRET to keep them."
+    "REASONING_PROXY_SECRET is not set and the store did not give its tenant secret: until "
+    "it does, requests use a random secret drawn for this run, so their stored turns and "
+    "the sealed reasoning clients hold (Responses encrypted_content, Anthropic thinking "
+    "signatures) are not found or opened after a restart or on another replica, and "
+    "/readyz answers 503. The store is asked again every few seconds. Set "
+    "REASONING_PROXY_SECRET not to depend on it."
 )
 KEPT_SECRET_NOTE = (
     "REASONING_PROXY_SECRET is not set: using the tenant secret kept in the %s store, so "
     "stored turns and sealed reasoning outlive restarts and are shared by every process "
     "on it. Set REASONING_PROXY_SECRET to keep the secret out of the store."
 )
+# seconds between two asks for the store's tenant secret, after a failed one
+SECRET_RETRY = (1.0, 5.0)
 # with the memory store nothing the proxy keeps outlives the process; only
 # sealed reasoning held by a client does, so the warning waits for the first seal
 SEALED_SECRET_WARNING = (
@@ -125,7 +128,9 @@ class Runtime:
         in_process = isinstance(self.store, MemoryStore)
         # a secret drawn for this run: a store that outlives the process keeps
         # one instead (start() adopts it), so its turns outlive the process too
-        self._adopt_secret = (config.secret is None or secret_drawn) and not in_process
+        self.secret_pending = (config.secret is None or secret_drawn) and not in_process
+        self._secret_task: asyncio.Task[None] | None = None
+        self._live_started = False
         # reasoning that leaves inside client-held artefacts, sealed under the secret
         random_secret = config.secret is None or secret_drawn
         self.sealer = (
@@ -162,28 +167,47 @@ class Runtime:
             await asyncio.wait_for(self.store.start(), STORE_TIMEOUT)
         except (TimeoutError, StoreFailure) as exc:
             self.health.failed("start", exc)
-        if self._adopt_secret:
-            await self._secret_from_store()
+        if self.secret_pending and not await self._secret_from_store():
+            log.warning(RANDOM_SECRET_WARNING)
+            self._secret_task = asyncio.create_task(self._secret_later())
         await self.live.start()
+        self._live_started = True
         # load the tokenizer now, off the event loop, not on the first request
         await asyncio.get_running_loop().run_in_executor(None, self.tokens.load)
 
-    async def _secret_from_store(self) -> None:
+    async def _secret_from_store(self) -> bool:
         """Use the tenant secret the store keeps (the one this process drew,
         when it is the first): every process on the store, now and after a
-        restart, then makes a key the same tenant and opens the same seals."""
+        restart, then makes a key the same tenant and opens the same seals.
+        False when the store did not answer."""
         try:
             kept = await asyncio.wait_for(self.store.tenant_secret(self._secret), STORE_TIMEOUT)
-        except (TimeoutError, StoreFailure) as exc:
-            log.warning("%s (%s)", RANDOM_SECRET_WARNING, type(exc).__name__)
-            return
+        except (TimeoutError, StoreFailure):
+            return False
+        self.secret_pending = False
         self._secret = kept
         self.sealer = Sealer(kept)
-        self.live = live_feed(self.store, kept)
+        previous, self.live = self.live, live_feed(self.store, kept)
+        if self._live_started:  # the feed's channel is named after the secret
+            await self.live.start()
+            await previous.close()
         self._tenant.cache_clear()
         log.info(KEPT_SECRET_NOTE, self.store.name)
+        return True
+
+    async def _secret_later(self) -> None:
+        """Ask the store for its secret until it gives it."""
+        delay, most = SECRET_RETRY
+        while self.secret_pending:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, most)
+            await self._secret_from_store()
 
     async def close(self) -> None:
+        task, self._secret_task = self._secret_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         await self.live.close()
         await self.upstream.close()
         try:

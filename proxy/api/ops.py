@@ -45,11 +45,15 @@ def ops_router(rt: Runtime) -> APIRouter:
         except (TimeoutError, StoreFailure):
             ok = False
         body = {
-            "status": "ready" if ok else "degraded",
+            "status": "ready" if ok and not rt.secret_pending else "degraded",
             "store": "ok" if ok else "down",
             "store_kind": rt.store.name,
         }
-        return JSONResponse(body, status_code=200 if ok else 503)
+        if rt.secret_pending:
+            # the store's tenant secret is not known yet: a key is not yet
+            # the tenant it is on the other processes of this store
+            body["secret"] = "pending"
+        return JSONResponse(body, status_code=200 if body["status"] == "ready" else 503)
 
     @router.get("/metrics")
     async def metrics(request: Request) -> Response:

@@ -194,3 +194,35 @@ def test_has_more_counts_past_conversations_expired_under_the_listing(
     assert one["has_more"] is True
     assert [c["id"] for c in two["data"]] == [names[1], names[0]]
     assert two["has_more"] is False
+
+
+def test_a_replica_started_before_redis_takes_the_kept_secret_once_redis_answers(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """Without REASONING_PROXY_SECRET, a replica that starts while Redis is
+    down is not ready (its keys are not yet the fleet's tenants); once Redis
+    answers it takes the secret Redis keeps, and a turn stored through
+    another replica is found through it."""
+    server = RedisServer(tmp_path / "redis")
+    conversation = f"late-{uuid.uuid4().hex[:8]}"
+    args = ["--config", str(kimi_config(tmp_path, upstream)), "--store", server.url]
+    env = {"REASONING_PROXY_SECRET": ""}
+    try:
+        with ProxyProcess(args, log=tmp_path / "early.log", env=env) as early:
+            ready = httpx.get(early.base + "/readyz", timeout=10)
+            assert ready.status_code == 503
+            assert ready.json()["secret"] == "pending"
+            server.start()
+            with ProxyProcess(args, log=tmp_path / "other.log", env=env) as other:
+                wait_until(
+                    lambda: httpx.get(early.base + "/readyz", timeout=10).status_code == 200,
+                    what="the early replica to take the secret",
+                )
+                store_tool_call_turn(other.base, upstream, conversation)
+                assert_reinjected(replay_without_reasoning(early.base, upstream, conversation))
+        log = (tmp_path / "early.log").read_text()
+        assert log.count("did not give its tenant secret") == 1
+        assert "using the tenant secret kept in the redis store" in log
+        assert "Traceback" not in log
+    finally:
+        server.stop()
