@@ -53,7 +53,7 @@ from proxy.settings import (
 )
 from proxy.stores.base import StoreFailure
 from proxy.tokenizer import LONG_TEXT
-from proxy.upstream import strip_hop_by_hop
+from proxy.upstream import hop_by_hop
 
 # a request's dialect, settings, body parameters and unhonoured settings
 Decided = tuple[Dialect, ReasoningSettings, list[Param], tuple[str, ...]]
@@ -294,17 +294,22 @@ def upstream_headers(
     said). A client credential that holds the `admin` token is refused (403)
     where it would go upstream."""
     keyed = route.keyed
+    drop = hop_by_hop(headers)
+    # one pass: the client's own content type goes too where the proxy
+    # writes the body (it is no credential, so the check below sees the same)
     out = [
         (k, v)
-        for k, v in strip_hop_by_hop(headers)
-        if not k.startswith(OWN_HEADERS) and not (keyed and k in CREDENTIAL_HEADERS)
+        for k, v in headers
+        if k.lower() not in drop
+        and not k.startswith(OWN_HEADERS)
+        and not (keyed and k in CREDENTIAL_HEADERS)
+        and not (json and k == "content-type")
     ]
     if admin is not None and not keyed:
         token = admin.get()
         if any(k in CREDENTIAL_HEADERS and token in v for k, v in out):
             raise Forbidden(ADMIN_NOT_FORWARDED, code="admin_token_not_forwarded")
     if json:
-        out = [(k, v) for k, v in out if k != "content-type"]
         out.append(("content-type", "application/json"))
     if route.api_key is not None:
         if route.api == "messages":  # Anthropic's API takes its key as x-api-key

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
+from operator import attrgetter
 from typing import Any, Literal, TypeVar
 
 SourceField = Literal[
@@ -103,18 +104,25 @@ class Turn:
 
 # -- utilities ---------------------------------------------------------------
 
-# Turn's fields in order, for `_turn_with`
+# Turn's fields in order, for `_turn_with`: their places, and all their
+# values read at once
 _TURN_FIELDS = tuple(f.name for f in fields(Turn))
 _TURN_FIELD_SET = frozenset(_TURN_FIELDS)
+_TURN_PLACE = {name: i for i, name in enumerate(_TURN_FIELDS)}
+_turn_values = attrgetter(*_TURN_FIELDS)
 
 
 def _turn_with(turn: Turn, changes: dict[str, Any]) -> Turn:
-    """`dataclasses.replace(turn, **changes)` at about two thirds of its cost:
-    the fields are passed by position, not looked up through `fields()` and
-    passed by name (a turn is copied on every response)."""
+    """`dataclasses.replace(turn, **changes)` at about half its cost: the
+    fields are read in one call and passed by position, not looked up
+    through `fields()` and passed by name (a turn is copied on every
+    response)."""
     if not changes.keys() <= _TURN_FIELD_SET:
         raise TypeError(f"Turn has no field {sorted(changes.keys() - _TURN_FIELD_SET)[0]!r}")
-    return Turn(*[changes[n] if n in changes else getattr(turn, n) for n in _TURN_FIELDS])
+    values = list(_turn_values(turn))
+    for name, value in changes.items():
+        values[_TURN_PLACE[name]] = value
+    return Turn(*values)
 
 
 def index_key(value: Any) -> Any:

@@ -26,7 +26,7 @@ from proxy.upstream.errors import (
     upstream_errors,
     upstream_read_errors,
 )
-from proxy.upstream.headers import HOP_BY_HOP, response_headers, strip_hop_by_hop
+from proxy.upstream.headers import HOP_BY_HOP, hop_by_hop, response_headers, strip_hop_by_hop
 from proxy.upstream.mock import MockResponse, MockTransport
 from proxy.upstream.transport import Origin, Request, Response, Transport
 
@@ -46,6 +46,7 @@ __all__ = [
     "UpstreamReadError",
     "cause_of",
     "check_client",
+    "hop_by_hop",
     "open_transport",
     "response_headers",
     "strip_hop_by_hop",

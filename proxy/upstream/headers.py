@@ -35,14 +35,20 @@ def first_header(headers: Iterable[tuple[str, str]], name: str) -> str | None:
     return None
 
 
+def hop_by_hop(headers: Iterable[tuple[str, str]]) -> frozenset[str]:
+    """The (lower-case) names of `headers` that are hop-by-hop: HOP_BY_HOP,
+    and those named in Connection."""
+    named: set[str] = set()
+    for name, value in headers:
+        if name.lower() == "connection":
+            named.update(token.strip().lower() for token in value.split(","))
+    return HOP_BY_HOP | named if named else HOP_BY_HOP
+
+
 def strip_hop_by_hop(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """Headers minus hop-by-hop ones, including those named in Connection."""
     pairs = headers if isinstance(headers, list) else list(headers)
-    named: set[str] = set()
-    for name, value in pairs:
-        if name.lower() == "connection":
-            named.update(token.strip().lower() for token in value.split(","))
-    drop = HOP_BY_HOP | named if named else HOP_BY_HOP
+    drop = hop_by_hop(pairs)
     return [(n, v) for n, v in pairs if n.lower() not in drop]
 
 
