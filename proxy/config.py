@@ -635,12 +635,17 @@ def describe(config: Config) -> dict[str, Any]:
     def secret(value: Secret | None) -> str | None:
         return "<set>" if value is not None else None
 
+    # unset, the tenant secret is the one a durable store keeps (runtime.py)
+    in_memory = urlsplit(config.store.url).scheme.lower() in ("", "memory")
+    tenant_secret = secret(config.secret) or (
+        "<unset: random per start>" if in_memory else "<unset: kept in the store>"
+    )
     return {
         "source": config.source,
         "server": {
             **config.server.model_dump(exclude={"admin_token", "secret"}),
             "admin_token": secret(config.admin_token),
-            "secret": secret(config.secret),
+            "secret": tenant_secret,
         },
         "store": config.store.model_dump(),
         "limits": config.limits.model_dump(),

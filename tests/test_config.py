@@ -482,3 +482,17 @@ def test_a_store_error_names_where_the_url_came_from(
     assert capsys.readouterr().err.startswith("reasoning-proxy: REASONING_PROXY_STORE: unknown")
     assert main(["serve", "--upstream", UP, "--store", "foo://x"]) == 2
     assert capsys.readouterr().err.startswith("reasoning-proxy: --store: unknown store URL")
+
+
+def test_check_config_says_where_an_unset_tenant_secret_comes_from() -> None:
+    routes = {"routes": [{"name": "r", "models": ["*"], "upstream": "http://127.0.0.1:9/v1"}]}
+    for url, said in (
+        ("memory://", "<unset: random per start>"),
+        ("sqlite:///h.db", "<unset: kept in the store>"),
+        ("redis://127.0.0.1:6379/0", "<unset: kept in the store>"),
+    ):
+        config = build_config({**routes, "store": {"url": url}}, env={})
+        assert describe(config)["server"]["secret"] == said
+    configured = build_config(routes, env={"REASONING_PROXY_SECRET": "s3cret-value"})
+    assert describe(configured)["server"]["secret"] == "<set>"
+    assert "s3cret-value" not in str(describe(configured))
