@@ -142,12 +142,37 @@
     status.textContent = text;
   }
 
-  function keepScroll(change) {
-    // stay pinned to the bottom while a stream grows, unless the reader scrolled up
+  // Stay pinned to the bottom while a stream grows, unless the reader scrolled
+  // up. Whether the pane is at its bottom is learnt from its scroll events and
+  // the scroll happens once per frame: measuring the pane on every delta made
+  // the browser lay the whole conversation out again for each one.
+  let pinned = true;
+  let scrollQueued = false;
+  let autoTop = 0; // where the page itself last scrolled the pane to
+
+  function scrollToBottom() {
     const pane = $('conversation');
-    const pinned = pane.scrollHeight - pane.scrollTop - pane.clientHeight < 48;
+    pane.scrollTop = pane.scrollHeight;
+    autoTop = pane.scrollTop;
+    pinned = true;
+  }
+
+  function onPaneScroll() {
+    const pane = $('conversation');
+    const atBottom = pane.scrollHeight - pane.scrollTop - pane.clientHeight < 48;
+    // the event of the page's own scroll may come after the stream grew again:
+    // only a scroll up, away from where the page put it, unpins
+    pinned = atBottom || (pinned && pane.scrollTop >= autoTop);
+  }
+
+  function keepScroll(change) {
     change();
-    if (pinned) pane.scrollTop = pane.scrollHeight;
+    if (!pinned || scrollQueued) return;
+    scrollQueued = true;
+    requestAnimationFrame(() => {
+      scrollQueued = false;
+      if (pinned) scrollToBottom();
+    });
   }
 
   // -- theme -------------------------------------------------------------------
@@ -718,9 +743,8 @@
         }
       }
     }
-    const pane = $('conversation');
     renderConversation();
-    if (scrollDown) pane.scrollTop = pane.scrollHeight;
+    if (scrollDown) scrollToBottom();
   }
 
   function carryExpansions(turn, data) {
@@ -933,6 +957,7 @@
       writeStorage(sessionStorage, KEY_STORAGE, '');
       restart();
     });
+    $('conversation').addEventListener('scroll', onPaneScroll, { passive: true });
     $('refresh').addEventListener('click', refresh);
     $('search').addEventListener('input', renderList);
     $('model-filter').addEventListener('change', renderList);

@@ -16,6 +16,7 @@ from playwright.sync_api import Page, expect
 from tests import casefiles
 from tests.harness import FakeUpstream, ProxyServer, Stream, route_config, running_proxy
 from tests.ui.conftest import ADMIN_TOKEN, Client, Inspector
+from tests.ui.test_exchange_view import no_sideways_scroll
 
 RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE, never closed
 
@@ -86,7 +87,9 @@ def test_markup_from_models_and_clients_stays_text(
         "function": {"name": hostile("tool-name"), "arguments": json.dumps({"q": hostile("args")})},
     }
     page = inspector.open("key-hostile").page
-    upstream.script(tool_stream(hostile("model"), hostile("reasoning"), hostile("answer"), call))
+    stream = tool_stream(hostile("model"), hostile("reasoning"), hostile("answer"), call)
+    stream.gate_after = 1  # held after the reasoning, until the live turn was read
+    upstream.script(stream)
     body = {
         "model": hostile("request-model"),
         "stream": True,
@@ -102,8 +105,11 @@ def test_markup_from_models_and_clients_stays_text(
     )
     # live: the model's name and the reasoning as they stream
     live = page.locator('article.turn[data-state="live"]')
-    expect(live.locator("[data-ai-reasoning]")).to_contain_text("onerror", timeout=10_000)
-    expect(live.locator(".model")).to_have_text(hostile("request-model"))
+    try:
+        expect(live.locator("[data-ai-reasoning]")).to_contain_text("onerror", timeout=10_000)
+        expect(live.locator(".model")).to_have_text(hostile("request-model"))
+    finally:
+        stream.gate.set()
     assert reply.result(20).status_code == 200
 
     stored = page.locator('article.turn[data-state="stored"]')
@@ -149,3 +155,51 @@ def test_a_right_to_left_override_in_a_name_stays_inside_it(
     # the name itself is drawn as its sender wrote it
     assert not left_to_right(page, ".tool-name", "lookup")
     inspector.shoot("41-bidi-override-contained")
+
+
+def test_long_words_in_every_field_wrap_at_360_px(
+    inspector: Inspector, upstream: FakeUpstream, proxy: ProxyServer
+) -> None:
+    """Regression: a model name, finish reason or tool name without spaces
+    ran thousands of pixels past a phone's screen (the list and the turn
+    scrolled sideways); now every field wraps, and keeps its text."""
+    client = Client(proxy, "key-long-words")
+
+    def word(where: str) -> str:
+        return f"{where}-" + "W" * 300 + " שלום مرحبا 🙂👨‍👩‍👧‍👦"
+
+    call = {
+        "id": word("call"),
+        "function": {"name": word("tool"), "arguments": json.dumps({word("key"): word("value")})},
+    }
+    upstream.script(tool_stream(word("model"), word("reasoning"), word("answer"), call))
+    body = {
+        "model": word("request-model"),
+        "stream": True,
+        "messages": [{"role": "user", "content": word("input")}],
+    }
+    response = httpx.post(
+        proxy.url + "/chat/completions",
+        json=body,
+        headers=client.headers({"X-Conversation-Id": "long-words-1"}),
+        timeout=20,
+    )
+    assert response.status_code == 200
+    page = inspector.page
+    page.set_viewport_size({"width": 360, "height": 740})
+    inspector.open("key-long-words")
+    stored = page.locator('article.turn[data-state="stored"]')
+    expect(stored).to_have_count(1)
+    stored.locator("[data-ai-reasoning-toggle]").click()
+    stored.locator("details.egress").evaluate("d => { d.open = true; }")
+    expect(stored.locator(".model")).to_have_text(word("model"))
+    expect(stored.locator(".finish")).to_have_text(f"finish: {hostile('finish')}")
+    expect(stored.locator(".tool-name")).to_have_text(f"→ {word('tool')}")
+    expect(stored.locator(".reasoning-text")).to_have_text(word("reasoning"))
+    expect(page.locator('#conversations [data-conversation="long-words-1"] .meta')).to_contain_text(
+        word("model")
+    )
+    widths = no_sideways_scroll(page)
+    assert widths["page"] <= 360, widths
+    assert widths["over"] == [], widths
+    inspector.shoot("42-long-words-360")
