@@ -213,9 +213,12 @@ def request_profile(headers: Iterable[tuple[str, str]]) -> str | None:
 def parse_conversation_id(raw: str | None) -> str | None:
     if raw is None:
         return None
-    if not _CONVERSATION_ID.fullmatch(raw):
+    # `.` and `..` fit the characters, but no URL path can name them
+    # (clients resolve them away): /v1/conversations/{id} could not reach it
+    if not _CONVERSATION_ID.fullmatch(raw) or raw in (".", ".."):
         raise InvalidConversationId(
-            f"{CONVERSATION_HEADER} must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':', '-'",
+            f"{CONVERSATION_HEADER} must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':', "
+            "'-', and not '.' or '..'",
             param=CONVERSATION_HEADER,
         )
     return raw
