@@ -309,7 +309,7 @@
     const head = el(
       'header',
       { class: 'turn-head' },
-      el('span', { class: 'n' }, `Turn ${turn.index + 1}`),
+      el('h3', { class: 'n' }, `Turn ${turn.index + 1}`),
       turn.model ? el('span', { class: 'model' }, turn.model) : null,
       turn.route ? el('span', { class: 'route' }, `route ${turn.route}`) : null,
       turn.finishReason ? el('span', { class: 'finish' }, `finish: ${turn.finishReason}`) : null,
@@ -449,7 +449,7 @@
     turn.head = el(
       'header',
       { class: 'turn-head' },
-      el('span', { class: 'n' }, 'Live turn'),
+      el('h3', { class: 'n' }, 'Live turn'),
       turn.model ? el('span', { class: 'model' }, turn.model) : null,
       turn.route ? el('span', { class: 'route' }, `route ${turn.route}`) : null,
       turn.created ? timeEl(turn.created) : null,

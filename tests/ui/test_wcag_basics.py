@@ -126,6 +126,9 @@ def test_text_contrast_focus_and_structure_at_360_px(
     expect(page.locator("h1")).to_have_count(1)
     expect(page.get_by_role("heading", level=2, name="Conversations")).to_have_count(1)
     expect(page.get_by_role("heading", level=2, name="a11y-1")).to_have_count(1)
+    # each turn is a heading of its own, to jump from turn to turn
+    expect(page.get_by_role("heading", level=3, name="Turn 1")).to_have_count(1)
+    expect(page.get_by_role("heading", level=3, name="Turn 2")).to_have_count(1)
     # every toggle is a button that says whether it is expanded, and shows its focus
     toggles = page.locator("[data-ai-reasoning-toggle]")
     expect(toggles).to_have_count(2)
