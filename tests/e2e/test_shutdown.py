@@ -440,13 +440,18 @@ def sse_bytes(chunks: list[dict[str, Any]]) -> bytes:
 def test_sigterm_to_the_parent_of_two_workers_drains_them_and_exits_0(
     tmp_path: Path, upstream: FakeUpstream, serve: Any
 ) -> None:
-    upstream.script(Stream([*words(15), chunk({}, "stop")], delay=0.2))  # about 3 s
+    # held after its first words until the drain is seen, then about 3 s more
+    held = Stream([*words(15), chunk({}, "stop")], delay=0.2, gate_after=2)
+    upstream.script(held)
     proxy = serve(proxy_config(upstream, tmp_path, grace=20), "--workers", "2")
     with ThreadPoolExecutor(1) as pool:
         stream = open_stream(pool, proxy.base, "workers-drain")
         proxy.signal(signal.SIGTERM)  # to the parent (uvicorn's supervisor) only
-        wait_for_readyz_503(proxy.base)
-        assert not stream.done()
+        try:
+            wait_for_readyz_503(proxy.base)
+            assert not stream.done()
+        finally:
+            held.gate.set()
         answer = stream.result(30)
     read = read_stream(answer.body)
     assert read["done"]
