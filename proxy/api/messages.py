@@ -285,7 +285,7 @@ class CountTokensEndpoint(TracedEndpoint):
             trace.route = route.name
             if route.api not in ("chat", "messages"):
                 raise unsupported_api(route.api)
-            tenant = rt.tenant(authorization)
+            tenant = trace.tenant = rt.tenant(authorization)
             t = translate(body, lambda token: rt.sealer.open(tenant, token), counting=True)
             if route.api == "chat":
                 payload = _bytes(orjson.dumps(t.payload))

@@ -312,7 +312,8 @@ class ResponsesAside(TracedEndpoint):
                     param="model",
                     code="unsupported_upstream_api",
                 )
-            answer = await self._chat(headers, body, options, rt.tenant(authorization))
+            tenant = trace.tenant = rt.tenant(authorization)
+            answer = await self._chat(headers, body, options, tenant)
         except ProxyError as exc:
             trace.fields["error"] = exc.code
             await send_error(trace.send, exc)
