@@ -42,9 +42,11 @@ RANDOM_SECRET_WARNING = (
     "REASONING_PROXY_SECRET not to depend on it."
 )
 KEPT_SECRET_NOTE = (
-    "REASONING_PROXY_SECRET is not set: using the tenant secret kept in the %s store, so "
-    "stored turns and sealed reasoning outlive restarts and are shared by every process "
-    "on it. Set REASONING_PROXY_SECRET to keep the secret out of the store."
+    "REASONING_PROXY_SECRET is not set: using the tenant secret kept in the %s store (the "
+    "first start's), so stored turns and the sealed reasoning clients hold (Responses "
+    "encrypted_content, Anthropic thinking signatures) survive a restart and are shared by "
+    "every process on the store; whoever can read the store can read the secret too. Set "
+    "REASONING_PROXY_SECRET to keep it out of the store."
 )
 # seconds between two asks for the store's tenant secret, after a failed one
 SECRET_RETRY = (1.0, 5.0)
@@ -192,7 +194,7 @@ class Runtime:
             await self.live.start()
             await previous.close()
         self._tenant.cache_clear()
-        log.info(KEPT_SECRET_NOTE, self.store.name)
+        log.warning(KEPT_SECRET_NOTE, self.store.name)
         return True
 
     async def _secret_later(self) -> None:

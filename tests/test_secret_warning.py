@@ -19,7 +19,12 @@ import pytest
 
 from proxy.config import Secret, build_config
 from proxy.history.keys import tenant_of
-from proxy.runtime import RANDOM_SECRET_WARNING, SEALED_SECRET_WARNING, Runtime
+from proxy.runtime import (
+    KEPT_SECRET_NOTE,
+    RANDOM_SECRET_WARNING,
+    SEALED_SECRET_WARNING,
+    Runtime,
+)
 from proxy.sealing import Sealed
 
 ROUTES = {"routes": [{"name": "r", "models": ["*"], "upstream": "http://127.0.0.1:9/v1"}]}
@@ -47,12 +52,13 @@ def started(rt: Runtime) -> None:
 
 
 def test_the_warning_names_what_is_lost() -> None:
-    for text in (RANDOM_SECRET_WARNING, SEALED_SECRET_WARNING):
+    for text in (RANDOM_SECRET_WARNING, SEALED_SECRET_WARNING, KEPT_SECRET_NOTE):
         assert "REASONING_PROXY_SECRET" in text
         assert "encrypted_content" in text
         assert "signatures" in text
         assert "restart" in text
     assert "stored turns" in RANDOM_SECRET_WARNING
+    assert "stored turns" in KEPT_SECRET_NOTE
 
 
 def test_a_durable_store_keeps_the_secret_across_restarts(
@@ -71,9 +77,8 @@ def test_a_durable_store_keeps_the_secret_across_restarts(
         b"drawn-by-the-first-start", "Bearer sk-user"
     )
     assert second.sealer.open("t", token) == Sealed("thought")
-    assert warnings(caplog) == []
-    notes = [r.getMessage() for r in caplog.records if "kept in the sqlite store" in r.getMessage()]
-    assert len(notes) == 2
+    # each start says where its secret came from, and what that means
+    assert warnings(caplog) == [KEPT_SECRET_NOTE % "sqlite"] * 2
 
 
 def test_a_store_that_cannot_keep_a_secret_warns_at_start(
