@@ -150,16 +150,19 @@ class ChoiceSeparator:
             # the answer the model gave instead (never tagged): stored as the
             # turn's text; the client gets it in `refusal`, as it came
             builder.text(refusal)
+        calls = obj.get("tool_calls")
+        legacy = obj.get("function_call")  # chat's older form of one tool call
         if final:
             self._tags(self.splitter.flush(), segments)
             self.finished = True
+        elif calls or legacy:
+            # text held as a possible tag start goes out before the call it precedes
+            self._tags(self.splitter.release(), segments)
         self.plain = self.splitter.plain
-        calls = obj.get("tool_calls")
         if calls and type(calls) is list:
             for call in calls:
                 if type(call) is dict:
                     builder.tool_call(call)
-        legacy = obj.get("function_call")  # chat's older form of one tool call
         if legacy and type(legacy) is dict:
             builder.tool_call({"index": LEGACY_CALL, "function": legacy})
         return segments, source

@@ -369,6 +369,16 @@ class TagSplitter:
             self._hold = ""
         return out
 
+    def release(self) -> list[TagEvent]:
+        """The answer text ends here (a tool call follows it): outside a
+        block, a possible delimiter start held at its end (`<`, `<thi`) is
+        answer text, sent now rather than after the call. Inside a block
+        nothing changes: the block goes on after the call."""
+        if self._state != _OUTSIDE or not self._carry:
+            return []
+        carry, self._carry = self._carry, ""
+        return self._scan(carry, True)
+
     # -- internals ---------------------------------------------------------
 
     def _scan(self, text: str, final: bool) -> list[TagEvent]:

@@ -243,6 +243,36 @@ def test_each_delta_goes_out_before_the_upstream_sends_the_next(
     reader.join(10)
 
 
+def test_text_that_could_start_a_tag_comes_before_the_call_that_follows_it(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    # `<` might begin `<think>`, so the answer holds it back; the call's
+    # arguments then came with the finish_reason, after it: one call, its
+    # arguments whole, and the text in a message before it
+    start = {
+        "index": 0,
+        "id": "call_paris",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": ""},
+    }
+    more = {"index": 0, "function": {"arguments": '{"city": "Paris"}'}}
+    upstream.script(
+        Stream(
+            [
+                chunk({"role": "assistant", "content": "<"}),
+                chunk({"tool_calls": [start]}),
+                chunk({"tool_calls": [more]}, "tool_calls"),
+            ]
+        )
+    )
+    evs = raw_events(proxy, {"model": "m", "input": "Weather?", "tools": [WEATHER_TOOL]})
+    output = evs[-1].response.output
+    assert [item.type for item in output] == ["message", "function_call"]
+    assert output[0].content[0].text == "<"
+    assert (output[1].call_id, output[1].name) == ("call_paris", "get_weather")
+    assert output[1].arguments == '{"city": "Paris"}'
+
+
 # -- reasoning across turns ---------------------------------------------------------------
 
 

@@ -391,6 +391,41 @@ def test_tool_call_arguments_accumulate() -> None:
     assert normalizer.turn().tool_calls == [ToolCall("call_9", "get", '{"a": 1}')]
 
 
+@pytest.mark.parametrize("text", ["<", "a <", "<thi"])
+def test_text_held_as_a_possible_tag_start_goes_out_before_the_tool_call(text: str) -> None:
+    # the tail of the answer could begin a `<think>`; a tool call ends the
+    # answer, so it goes out with the call's first delta, not after the call
+    chunks = [
+        chunk({"content": text}),
+        chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": ""},
+                    }
+                ]
+            }
+        ),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}, "tool_calls"),
+    ]
+    out, normalizer = run_stream(render_stream(chunks))
+    deltas = [
+        orjson.loads(e[6:])["choices"][0]["delta"]
+        for e in out.split(b"\n\n")
+        if e.startswith(b"data: {")
+    ]
+    shown = ""
+    for delta in deltas:
+        shown += delta.get("content") or ""
+        if delta.get("tool_calls"):
+            break
+    assert shown == text
+    assert [type(p).__name__ for p in normalizer.turn().parts] == ["TextPart", "ToolCall"]
+
+
 def test_comments_and_named_events_pass_through() -> None:
     body = b": OPENROUTER PROCESSING\n\nevent: custom\ndata: hello\n\n" + render_stream(
         [chunk({"content": "x"}, "stop")]
