@@ -14,7 +14,7 @@ import itertools
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -384,20 +384,39 @@ def chat_whole(sdk: openai.OpenAI, conversation: str) -> Shown:
     return Shown(message.content or "", reasoning, calls)
 
 
+def shows(
+    proxy: ProxyServer,
+    upstream: FakeUpstream,
+    answer: Answer,
+    door: str,
+    streamed: Callable[[str], Shown],
+    whole: Callable[[str], Shown],
+) -> None:
+    """One door's streamed and whole answers to one draw: each as drawn,
+    the two alike, and each stored as drawn."""
+    script(upstream, answer)
+    streamed_id, whole_id = conversation_ids(door)
+    got_streamed, got_whole = streamed(streamed_id), whole(whole_id)
+    check(got_streamed, answer)
+    check(got_whole, answer)
+    agree(got_streamed, got_whole)
+    check_stored(proxy, streamed_id, answer)
+    check_stored(proxy, whole_id, answer)
+
+
 @FUZZ
 @given(answer=answers())
 def test_the_chat_door_shows_every_drawn_answer(
     proxy: ProxyServer, upstream_server: FakeUpstream, chat_sdk: openai.OpenAI, answer: Answer
 ) -> None:
-    script(upstream_server, answer)
-    streamed_id, whole_id = conversation_ids("chat")
-    streamed = chat_streamed(chat_sdk, streamed_id)
-    whole = chat_whole(chat_sdk, whole_id)
-    check(streamed, answer)
-    check(whole, answer)
-    agree(streamed, whole)
-    check_stored(proxy, streamed_id, answer)
-    check_stored(proxy, whole_id, answer)
+    shows(
+        proxy,
+        upstream_server,
+        answer,
+        "chat",
+        lambda c: chat_streamed(chat_sdk, c),
+        lambda c: chat_whole(chat_sdk, c),
+    )
 
 
 # -- responses --------------------------------------------------------------------------------
@@ -471,15 +490,14 @@ def responses_whole(sdk: openai.OpenAI, conversation: str) -> Shown:
 def test_the_responses_door_shows_every_drawn_answer(
     proxy: ProxyServer, upstream_server: FakeUpstream, chat_sdk: openai.OpenAI, answer: Answer
 ) -> None:
-    script(upstream_server, answer)
-    streamed_id, whole_id = conversation_ids("responses")
-    streamed = responses_streamed(chat_sdk, streamed_id)
-    whole = responses_whole(chat_sdk, whole_id)
-    check(streamed, answer)
-    check(whole, answer)
-    agree(streamed, whole)
-    check_stored(proxy, streamed_id, answer)
-    check_stored(proxy, whole_id, answer)
+    shows(
+        proxy,
+        upstream_server,
+        answer,
+        "responses",
+        lambda c: responses_streamed(chat_sdk, c),
+        lambda c: responses_whole(chat_sdk, c),
+    )
 
 
 # -- messages ---------------------------------------------------------------------------------
@@ -547,12 +565,11 @@ def test_the_messages_door_shows_every_drawn_answer(
     messages_sdk: anthropic.Anthropic,
     answer: Answer,
 ) -> None:
-    script(upstream_server, answer)
-    streamed_id, whole_id = conversation_ids("messages")
-    streamed = messages_streamed(messages_sdk, streamed_id)
-    whole = messages_whole(messages_sdk, whole_id)
-    check(streamed, answer)
-    check(whole, answer)
-    agree(streamed, whole)
-    check_stored(proxy, streamed_id, answer)
-    check_stored(proxy, whole_id, answer)
+    shows(
+        proxy,
+        upstream_server,
+        answer,
+        "messages",
+        lambda c: messages_streamed(messages_sdk, c),
+        lambda c: messages_whole(messages_sdk, c),
+    )
