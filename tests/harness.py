@@ -74,6 +74,21 @@ def closed_port() -> Iterator[int]:
         yield int(s.getsockname()[1])
 
 
+# the demo models whose dialect sends reasoning back on tool-call turns
+# (include_in_context auto); the others (vllm, openai, groq) get none
+DEMO_RECALLS = frozenset({"demo-deepseek", "demo-kimi", "demo-minimax", "demo-openrouter"})
+
+
+def only_conversation_turns(base: str, key: str) -> list[dict[str, Any]]:
+    """The stored turns of the one conversation the tenant of `key` has."""
+    auth = {"Authorization": f"Bearer {key}"}
+    (listed,) = httpx.get(f"{base}/v1/conversations", headers=auth).json()["data"]
+    turns: list[dict[str, Any]] = httpx.get(
+        f"{base}/v1/conversations/{listed['id']}", headers=auth
+    ).json()["turns"]
+    return turns
+
+
 @contextmanager
 def running_demo(
     output: Path,

@@ -25,7 +25,7 @@ import uvicorn
 from proxy.app import create_app
 from proxy.demo.run import DEMO_ROUTES, MOUNT, build_demo_config
 from proxy.demo.simulator import Simulator
-from tests.harness import free_port
+from tests.harness import DEMO_RECALLS, free_port, only_conversation_turns
 from tests.messages_wire import accumulate, parse_events
 
 WEATHER = {
@@ -254,19 +254,12 @@ def test_a_session_of_tool_calls_in_a_row_and_at_once(
         "According to Bash: beta. According to Bash: alpha.",
     ]
     assert requests == [4, 2]
-    auth = {"Authorization": f"Bearer {key}"}
-    (listed,) = httpx.get(f"{demo}/v1/conversations", headers=auth).json()["data"]
-    turns = httpx.get(f"{demo}/v1/conversations/{listed['id']}", headers=auth).json()["turns"]
+    turns = only_conversation_turns(demo, key)
     assert [len(t["toolCalls"]) for t in turns] == [1, 1, 1, 0, 2, 0]
     assert all(t["complete"] and t["blocks"] for t in turns)
     sent_back = [m for m in turns[-1]["egress"]["messages"] if m["toolCall"]]
     action = "passed" if keep_thinking else "reinjected"
     assert [m["action"] for m in sent_back] == [action] * 4
-
-
-# the dialects that send reasoning back on tool-call turns (include_in_context
-# auto); the others (vllm, openai, groq) get tool-call turns without it
-RECALLS = {"demo-deepseek", "demo-kimi", "demo-minimax", "demo-openrouter"}
 
 
 @pytest.mark.parametrize("keep_thinking", [True, False])
@@ -298,15 +291,13 @@ def test_every_demo_model_runs_a_session_of_tool_calls(
     ]
     assert requests == [3, 2]
     after_tools = [thoughts[i] for i in (1, 2, 4)]
-    said = RECALLED if model in RECALLS else "My earlier reasoning is not in the context"
+    said = RECALLED if model in DEMO_RECALLS else "My earlier reasoning is not in the context"
     assert all(t.startswith(said) for t in after_tools), after_tools
-    auth = {"Authorization": f"Bearer {key}"}
-    (listed,) = httpx.get(f"{demo}/v1/conversations", headers=auth).json()["data"]
-    turns = httpx.get(f"{demo}/v1/conversations/{listed['id']}", headers=auth).json()["turns"]
+    turns = only_conversation_turns(demo, key)
     assert [len(t["toolCalls"]) for t in turns] == [1, 1, 0, 2, 0]
     sent_back = [m["action"] for m in turns[-1]["egress"]["messages"] if m["toolCall"]]
     kept = "passed" if keep_thinking else "reinjected"
-    action = kept if model in RECALLS else "stripped"
+    action = kept if model in DEMO_RECALLS else "stripped"
     assert sent_back == [action] * 3
 
 
@@ -381,9 +372,7 @@ def test_claude_code_runs_a_session_of_tool_calls(demo: str) -> None:
         "According to Bash: then-a. According to Bash: then-b.",
         "According to Bash: then-b. According to Bash: then-a.",
     )
-    auth = {"Authorization": f"Bearer {key}"}
-    (listed,) = httpx.get(f"{demo}/v1/conversations", headers=auth).json()["data"]
-    turns = httpx.get(f"{demo}/v1/conversations/{listed['id']}", headers=auth).json()["turns"]
+    turns = only_conversation_turns(demo, key)
     assert [len(t["toolCalls"]) for t in turns] == [1, 1, 0, 2, 0]
     assert all(t["complete"] for t in turns)
 

@@ -33,7 +33,7 @@ from pydantic import TypeAdapter
 
 from proxy.demo.wire import MODELS
 from tests.casefiles import WEATHER_RESPONSES_TOOL
-from tests.harness import running_demo
+from tests.harness import DEMO_RECALLS, only_conversation_turns, running_demo
 
 EVENTS: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 QUESTION = "What is 17 * 23?"
@@ -234,20 +234,12 @@ def test_a_codex_session_of_tool_calls_in_a_row_and_at_once(
         "According to exec_command: three.",
         "According to exec_command: alpha. According to exec_command: beta.",
     ]
-    auth = {"Authorization": f"Bearer {key}"}
-    (listed,) = httpx.get(f"{demo.base}/v1/conversations", headers=auth).json()["data"]
-    url = f"{demo.base}/v1/conversations/{listed['id']}"
-    turns = httpx.get(url, headers=auth).json()["turns"]
+    turns = only_conversation_turns(demo.base, key)
     assert [len(t["toolCalls"]) for t in turns] == [1, 1, 1, 0, 2, 0]
     assert all(t["complete"] and t["blocks"] for t in turns)
     sent_back = [m for m in turns[-1]["egress"]["messages"] if m["toolCall"]]
     action = "passed" if keep_reasoning else "reinjected"
     assert [m["action"] for m in sent_back] == [action] * 4
-
-
-# the dialects that send reasoning back on tool-call turns (include_in_context
-# auto); the others (vllm, openai, groq) get tool-call turns without it
-RECALLS = {"demo-deepseek", "demo-kimi", "demo-minimax", "demo-openrouter"}
 
 
 @pytest.mark.parametrize("keep_reasoning", [True, False])
@@ -278,17 +270,14 @@ def test_every_demo_model_runs_a_codex_session(
         "According to exec_command: alpha. According to exec_command: beta.",
     ]
     recalled = "My earlier reasoning is back in the context"
-    said = recalled if model in RECALLS else "My earlier reasoning is not in the context"
+    said = recalled if model in DEMO_RECALLS else "My earlier reasoning is not in the context"
     after_tools = [thoughts[i] for i in (1, 2, 4)]
     assert all(t.startswith(said) for t in after_tools), after_tools
-    auth = {"Authorization": f"Bearer {key}"}
-    (listed,) = httpx.get(f"{demo.base}/v1/conversations", headers=auth).json()["data"]
-    url = f"{demo.base}/v1/conversations/{listed['id']}"
-    turns = httpx.get(url, headers=auth).json()["turns"]
+    turns = only_conversation_turns(demo.base, key)
     assert [len(t["toolCalls"]) for t in turns] == [1, 1, 0, 2, 0]
     sent_back = [m["action"] for m in turns[-1]["egress"]["messages"] if m["toolCall"]]
     kept = "passed" if keep_reasoning else "reinjected"
-    action = kept if model in RECALLS else "stripped"
+    action = kept if model in DEMO_RECALLS else "stripped"
     assert sent_back == [action] * 3
 
 
@@ -347,10 +336,7 @@ def test_codex_runs_a_session_of_tool_calls(demo: Demo, tmp_path: Path) -> None:
         "According to exec_command: first-one. According to exec_command: first-two.",
         "According to exec_command: then-a. According to exec_command: then-b.",
     ]
-    auth = {"Authorization": f"Bearer {key}"}
-    (listed,) = httpx.get(f"{demo.base}/v1/conversations", headers=auth).json()["data"]
-    url = f"{demo.base}/v1/conversations/{listed['id']}"
-    turns = httpx.get(url, headers=auth).json()["turns"]
+    turns = only_conversation_turns(demo.base, key)
     assert [len(t["toolCalls"]) for t in turns] == [1, 1, 0, 2, 0]
     assert all(t["complete"] for t in turns)
 
