@@ -273,6 +273,41 @@ def test_text_that_could_start_a_tag_comes_before_the_call_that_follows_it(
     assert output[1].arguments == '{"city": "Paris"}'
 
 
+def test_text_between_a_calls_arguments_waits_for_the_call_to_end(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    # text before an unclosed block is held until the answer ends, so it
+    # came between the call's name and the rest of its arguments: one call,
+    # its arguments whole, the text in a message after it
+    start = {
+        "index": 0,
+        "id": "call_paris",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": '},
+    }
+    more = {"index": 0, "function": {"arguments": '"Paris"}'}}
+    upstream.script(
+        Stream(
+            [
+                chunk({"role": "assistant", "content": "<<think>x"}),
+                chunk({"tool_calls": [start]}),
+                chunk({"tool_calls": [more]}, "tool_calls"),
+            ]
+        )
+    )
+    evs = raw_events(proxy, {"model": "m", "input": "Weather?", "tools": [WEATHER_TOOL]})
+    output = evs[-1].response.output
+    calls = [item for item in output if item.type == "function_call"]
+    assert [(c.call_id, c.name, c.arguments) for c in calls] == [
+        ("call_paris", "get_weather", '{"city": "Paris"}')
+    ]
+    texts = [item.content[0].text for item in output if item.type == "message"]
+    assert texts == ["<"]
+    assert [item.type for item in output].index("message") > [item.type for item in output].index(
+        "function_call"
+    )
+
+
 # -- reasoning across turns ---------------------------------------------------------------
 
 

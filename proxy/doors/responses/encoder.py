@@ -156,6 +156,8 @@ class ResponsesEncoder:
         self._reasoning: _Reasoning | None = None
         self._message: _Message | None = None
         self._calls: dict[Any, _Call] = {}
+        # text that came while a call was open, waiting for the call to end
+        self._held: list[tuple[str, bool, Any]] = []
         self._finish: str | None = None
         self._usage: Any = None
         self._model: str | None = None
@@ -442,6 +444,12 @@ class ResponsesEncoder:
         self, text: str, out: list[bytes], refusal: bool = False, logprobs: Any = None
     ) -> None:
         item = self._message
+        if item is None and self._calls:
+            # a call is open and its arguments may go on (text held back as a
+            # possible tag start comes out late): the text waits for its end,
+            # so the call is never cut in two
+            self._held.append((text, refusal, logprobs))
+            return
         if item is not None and item.refusal != refusal:
             self._close_message(out)  # answer and refusal are parts of their own
             item = None
@@ -490,6 +498,7 @@ class ResponsesEncoder:
         arguments = function.get("arguments")
         call = self._calls.get(key)
         if call is None:
+            self._release_held(out)
             self._close_reasoning(out)
             self._close_message(out)
             if self.hidden:
@@ -523,8 +532,18 @@ class ResponsesEncoder:
             self._done(out, call.index, item)
 
     def _close_visible(self, out: list[bytes]) -> None:
+        self._release_held(out)
         self._close_message(out)
         self._close_calls(out)
+
+    def _release_held(self, out: list[bytes]) -> None:
+        """The open calls end; the text that came while they were open follows."""
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        self._close_calls(out)
+        for text, refusal, logprobs in held:
+            self._text(text, out, refusal, logprobs)
 
     # -- the response --------------------------------------------------------------------
 
@@ -548,6 +567,7 @@ class ResponsesEncoder:
         self._finalize(out, status, incomplete=incomplete)
 
     def _fail(self, out: list[bytes], code: Any, message: Any) -> None:
+        self._release_held(out)  # nothing the upstream sent is dropped
         self._finalize(out, "failed", error=error_of(code, message))
 
     def _finalize(
