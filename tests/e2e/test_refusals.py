@@ -241,5 +241,13 @@ def test_the_live_feed_shows_a_streamed_refusal(upstream: FakeUpstream) -> None:
                 await asyncio.gather(task, return_exceptions=True)
 
         asyncio.run(scenario())
-    deltas = [(e["kind"], e["text"]) for e in seen if e["type"] == "delta"]
+    # the feed batches what arrives together: pieces of one kind may come as one or several
+    deltas: list[tuple[str, str]] = []
+    for e in seen:
+        if e["type"] != "delta":
+            continue
+        if deltas and deltas[-1][0] == e["kind"]:
+            deltas[-1] = (e["kind"], deltas[-1][1] + e["text"])
+        else:
+            deltas.append((e["kind"], e["text"]))
     assert deltas == [("reasoning", THOUGHT), ("content", REFUSAL)]
