@@ -213,12 +213,9 @@ def request_profile(headers: Iterable[tuple[str, str]]) -> str | None:
 def parse_conversation_id(raw: str | None) -> str | None:
     if raw is None:
         return None
-    # `.` and `..` fit the characters, but no URL path can name them
-    # (clients resolve them away): /v1/conversations/{id} could not reach it
-    if not _CONVERSATION_ID.fullmatch(raw) or raw in (".", ".."):
+    if not _CONVERSATION_ID.fullmatch(raw):
         raise InvalidConversationId(
-            f"{CONVERSATION_HEADER} must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':', "
-            "'-', and not '.' or '..'",
+            f"{CONVERSATION_HEADER} must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':', '-'",
             param=CONVERSATION_HEADER,
         )
     return raw
