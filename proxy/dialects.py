@@ -20,14 +20,12 @@ one; `max_tokens` goes to the upstream's budget. A setting the upstream
 cannot honour sends nothing and is named in `ignored`.
 
 `top_k` (Anthropic's sampling parameter, which the Messages door
-translates) is no Chat Completions parameter: OpenAI refuses it
-(`unrecognized request argument`), and DeepSeek, Kimi, MiniMax and Groq do
-not list it among their parameters. vLLM takes it as one of its extra
-sampling parameters (https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html),
-SGLang as a sampling parameter of its OpenAI-compatible API
-(https://docs.sglang.io/basic_usage/sampling_params.html), OpenRouter as
-one of its request parameters (passed to providers that have it). Only
-those dialects (`top_k`) get it; for the others it is dropped and named.
+translates) is no parameter of OpenAI's own Chat Completions API, but the
+compatible servers behind most routes take it (vLLM, SGLang, llama.cpp,
+Ollama and LM Studio among their sampling parameters; OpenRouter passes it to
+providers that have it), so it goes upstream as written. Groq validates a
+request's properties strictly (it refuses a `reasoning_content` it does not
+know with a 400), so there it is dropped and named (`top_k`).
 
 Provider formats, as their documentation describes them:
 - openai: `reasoning_effort` on Chat Completions; `none` on gpt-5.1 and
@@ -186,8 +184,8 @@ class Dialect:
     # models (a regular expression over the lower-cased name) that refuse
     # `max_tokens` and take the output limit as `max_completion_tokens`
     completion_limit_models: str | None = None
-    # takes chat's non-standard `top_k` (a translating door drops it elsewhere)
-    top_k: bool = False
+    # takes chat's non-standard `top_k` (a translating door drops it where not)
+    top_k: bool = True
 
     def output_limit(self, model: str) -> str:
         """The body key of the output-token limit for this model name."""
@@ -278,7 +276,6 @@ DIALECTS: dict[str, Dialect] = {
         Dialect(
             "openrouter",
             "reasoning_details",
-            top_k=True,
             auto_include=True,
             multi_vendor=True,
             params=(
@@ -290,7 +287,6 @@ DIALECTS: dict[str, Dialect] = {
         Dialect(
             "vllm",
             "reasoning",
-            top_k=True,
             multi_vendor=True,
             params=(
                 ParamRule("effort", _TEMPLATE_ON, True),
@@ -303,7 +299,6 @@ DIALECTS: dict[str, Dialect] = {
         Dialect(
             "sglang",
             "reasoning_content",
-            top_k=True,
             multi_vendor=True,
             params=(
                 ParamRule("effort", _TEMPLATE_ON, True),
@@ -319,6 +314,7 @@ DIALECTS: dict[str, Dialect] = {
             "groq",
             "reasoning",
             never_send=True,
+            top_k=False,
             families=(
                 Family(r"qwen3", (_off(("reasoning_effort",), "none"),)),
                 Family(

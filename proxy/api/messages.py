@@ -7,11 +7,11 @@ translated (`proxy.doors.messages.request`): its `thinking` and
 headers, unless the client sent those itself), thinking blocks coming back
 are opened from their sealed signatures, and the chat payload is planned
 like any chat completion (`Planner.chat`: route, tenant, history); `top_k`
-goes only to upstreams whose dialect takes it (`Dialect.top_k`), else it is
-dropped and named. The answer goes back through `MessagesEncoder`. To a Messages upstream (`api:
-messages`) the request is planned the same way, then its own body passes
-through with the settings applied and signatures opened
-(`proxy.api.messages_native`). Any other upstream API is a 400
+goes upstream unless the dialect refuses it (`Dialect.top_k`: groq), where
+it is dropped and named. The answer goes back through `MessagesEncoder`.
+To a Messages upstream (`api: messages`) the request is planned the same
+way, then its own body passes through with the settings applied and
+signatures opened (`proxy.api.messages_native`). Any other upstream API is a 400
 `unsupported_upstream_api`.
 
 Credentials: `x-api-key` is the client's key exactly as `Authorization` is
@@ -134,7 +134,7 @@ class MessagesEndpoint(Door):
             return await self._native(ex, body, original, headers), None
         ex.name_output_limit()
         if "top_k" in ex.payload and not ex.dialect.top_k:
-            del ex.payload["top_k"]  # no Chat parameter: only some upstreams take it
+            del ex.payload["top_k"]  # no Chat parameter: a strict upstream refuses it
             t.dropped_fields.append("top_k")
         encoder = MessagesEncoder(
             model=t.payload["model"],

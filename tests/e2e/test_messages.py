@@ -936,9 +936,9 @@ def test_a_legacy_function_call_streamed_to_a_whole_request_adds_up(
 
 
 @pytest.mark.parametrize(
-    ("dialect", "kept"), [("openai", False), ("deepseek", False), ("vllm", True)]
+    ("dialect", "kept"), [("openai", True), ("deepseek", True), ("vllm", True), ("groq", False)]
 )
-def test_top_k_goes_only_to_upstreams_that_take_it(
+def test_top_k_goes_to_every_upstream_but_the_strict_ones(
     upstream: FakeUpstream, dialect: str, kept: bool
 ) -> None:
     upstream.script(Json(completion({"content": "ok"})))
@@ -955,7 +955,7 @@ def test_top_k_goes_only_to_upstreams_that_take_it(
         assert sent["top_k"] == 40
         assert "x-proxy-dropped-fields" not in raw.headers
     else:
-        assert "top_k" not in sent  # OpenAI's Chat API refuses an unknown top_k
+        assert "top_k" not in sent  # Groq refuses a property it does not know
         assert raw.headers["x-proxy-dropped-fields"] == "top_k"
 
 
