@@ -65,6 +65,7 @@ from proxy.doors.responses.objects import Echo
 from proxy.doors.responses.request import (
     ENCRYPTED_INCLUDE,
     Options,
+    Translation,
     read_options,
     translate,
 )
@@ -136,14 +137,7 @@ class ResponsesEndpoint(Door):
         tenant = rt.tenant(authorization)
         if route.api == "responses":
             return await self._native(headers, body, tenant), None
-        prior = await self._history(tenant, options.previous_response_id)
-        translation = translate(body, prior, lambda token: self._open(tenant, token))
-        payload = orjson.dumps(translation.payload)
-
-        async def chat_body() -> bytes:
-            return payload
-
-        ex = await self.planner.chat(with_effort(headers, translation.effort), chat_body)
+        ex, translation = await self.planned(headers, body, options, tenant)
         ex.name_output_limit()  # (max_output_tokens became max_tokens)
         if translation.dropped_fields:
             ex.extra_headers.append((DROPPED_FIELDS, header_list(translation.dropped_fields)))
@@ -164,6 +158,27 @@ class ResponsesEndpoint(Door):
             keep=_Keep(tenant, options, translation.input_items),
         )
         return ex, encoder
+
+    async def planned(
+        self,
+        headers: list[tuple[str, str]],
+        body: dict[str, Any],
+        options: Options,
+        tenant: str,
+        *,
+        counting: bool = False,
+    ) -> tuple[Exchange, Translation]:
+        """The request (its previous_response_id chain first) translated to
+        chat and planned as a chat completion. `counting`: for its tokens only."""
+        prior = await self._history(tenant, options.previous_response_id)
+        translation = translate(body, prior, lambda token: self._open(tenant, token))
+        payload = orjson.dumps(translation.payload)
+
+        async def chat_body() -> bytes:
+            return payload
+
+        planned = with_effort(headers, translation.effort)
+        return await self.planner.chat(planned, chat_body, counting=counting), translation
 
     async def _native(
         self, headers: list[tuple[str, str]], body: dict[str, Any], tenant: str
@@ -341,16 +356,7 @@ class InputTokensEndpoint(ResponsesAside):
     async def _chat(
         self, headers: list[tuple[str, str]], body: dict[str, Any], options: Options, tenant: str
     ) -> dict[str, Any]:
-        door = self.door
-        prior = await door._history(tenant, options.previous_response_id)
-        translation = translate(body, prior, lambda token: door._open(tenant, token))
-        payload = orjson.dumps(translation.payload)
-
-        async def chat_body() -> bytes:
-            return payload
-
-        planned = with_effort(headers, translation.effort)
-        ex = await door.planner.chat(planned, chat_body, counting=True)
+        ex, _ = await self.door.planned(headers, body, options, tenant, counting=True)
         return {"object": "response.input_tokens", "input_tokens": ex.plan.effective}
 
 

@@ -243,23 +243,33 @@ def test_each_delta_goes_out_before_the_upstream_sends_the_next(
     reader.join(10)
 
 
-def test_text_that_could_start_a_tag_comes_before_the_call_that_follows_it(
-    proxy: ProxyServer, upstream: FakeUpstream
+@pytest.mark.parametrize(
+    ("content", "first_args", "order"),
+    [
+        # `<` might begin `<think>`, so the answer holds it back: it goes out
+        # before the call, in a message ahead of it
+        ("<", "", ["message", "function_call"]),
+        # text before an unclosed block is held until the answer ends, so it
+        # comes between the call's argument pieces: it waits for the call to end
+        ("<<think>x", '{"city": ', ["reasoning", "function_call", "message"]),
+    ],
+    ids=["held-tag-start", "held-before-a-block"],
+)
+def test_held_text_never_cuts_the_call_that_follows_it(
+    proxy: ProxyServer, upstream: FakeUpstream, content: str, first_args: str, order: list[str]
 ) -> None:
-    # `<` might begin `<think>`, so the answer holds it back; the call's
-    # arguments then came with the finish_reason, after it: one call, its
-    # arguments whole, and the text in a message before it
     start = {
         "index": 0,
         "id": "call_paris",
         "type": "function",
-        "function": {"name": "get_weather", "arguments": ""},
+        "function": {"name": "get_weather", "arguments": first_args},
     }
-    more = {"index": 0, "function": {"arguments": '{"city": "Paris"}'}}
+    rest = '{"city": "Paris"}'.removeprefix(first_args)
+    more = {"index": 0, "function": {"arguments": rest}}
     upstream.script(
         Stream(
             [
-                chunk({"role": "assistant", "content": "<"}),
+                chunk({"role": "assistant", "content": content}),
                 chunk({"tool_calls": [start]}),
                 chunk({"tool_calls": [more]}, "tool_calls"),
             ]
@@ -267,45 +277,15 @@ def test_text_that_could_start_a_tag_comes_before_the_call_that_follows_it(
     )
     evs = raw_events(proxy, {"model": "m", "input": "Weather?", "tools": [WEATHER_TOOL]})
     output = evs[-1].response.output
-    assert [item.type for item in output] == ["message", "function_call"]
-    assert output[0].content[0].text == "<"
-    assert (output[1].call_id, output[1].name) == ("call_paris", "get_weather")
-    assert output[1].arguments == '{"city": "Paris"}'
-
-
-def test_text_between_a_calls_arguments_waits_for_the_call_to_end(
-    proxy: ProxyServer, upstream: FakeUpstream
-) -> None:
-    # text before an unclosed block is held until the answer ends, so it
-    # came between the call's name and the rest of its arguments: one call,
-    # its arguments whole, the text in a message after it
-    start = {
-        "index": 0,
-        "id": "call_paris",
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": '{"city": '},
-    }
-    more = {"index": 0, "function": {"arguments": '"Paris"}'}}
-    upstream.script(
-        Stream(
-            [
-                chunk({"role": "assistant", "content": "<<think>x"}),
-                chunk({"tool_calls": [start]}),
-                chunk({"tool_calls": [more]}, "tool_calls"),
-            ]
-        )
+    assert [item.type for item in output] == order
+    (call,) = [item for item in output if item.type == "function_call"]
+    assert (call.call_id, call.name, call.arguments) == (
+        "call_paris",
+        "get_weather",
+        '{"city": "Paris"}',
     )
-    evs = raw_events(proxy, {"model": "m", "input": "Weather?", "tools": [WEATHER_TOOL]})
-    output = evs[-1].response.output
-    calls = [item for item in output if item.type == "function_call"]
-    assert [(c.call_id, c.name, c.arguments) for c in calls] == [
-        ("call_paris", "get_weather", '{"city": "Paris"}')
-    ]
-    texts = [item.content[0].text for item in output if item.type == "message"]
-    assert texts == ["<"]
-    assert [item.type for item in output].index("message") > [item.type for item in output].index(
-        "function_call"
-    )
+    (message,) = [item for item in output if item.type == "message"]
+    assert message.content[0].text == "<"
 
 
 # -- reasoning across turns ---------------------------------------------------------------

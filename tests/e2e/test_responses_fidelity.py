@@ -76,16 +76,7 @@ def calls_completion(finish: str = "tool_calls") -> Json:
         "reasoning_content": "Two cities.",
         "tool_calls": calls,
     }
-    return Json(
-        {
-            "id": "chatcmpl-1",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "m",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": USAGE,
-        }
-    )
+    return whole(message, finish, usage=USAGE)
 
 
 def text_stream(finish: str) -> Stream:
@@ -93,16 +84,14 @@ def text_stream(finish: str) -> Stream:
 
 
 def text_completion(finish: str) -> Json:
-    message = {"role": "assistant", "content": "It is sun"}
-    return Json(
-        {
-            "id": "chatcmpl-2",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "m",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        }
-    )
+    return whole({"role": "assistant", "content": "It is sun"}, finish)
+
+
+def whole(message: dict[str, Any], finish: str, **extra: Any) -> Json:
+    """A whole chat completion of one choice."""
+    choice = {"index": 0, "message": message, "finish_reason": finish}
+    completion = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m"}
+    return Json({**completion, "choices": [choice], **extra})
 
 
 def comparable(response: Response) -> Any:
