@@ -20,14 +20,20 @@
 # Build arguments and secrets:
 #   --build-arg BASE=...    the Python base image (Debian-based, Python 3.11+,
 #                           with pip and venv); default below
+#   --build-arg COMPILE=1   the hot path compiled with mypyc (README "Compiled
+#                           build"); the build stage then needs Debian's packages
+#                           (gcc, Python headers) and PyPI (mypy); 0 (default) is
+#                           pure Python
 #   --secret id=cacert,src=/path/to/ca-bundle.crt
 #                           optional: a CA bundle for pip, for networks that
 #                           inspect TLS; the build works without it
 
 ARG BASE=python:3.12-slim
+ARG COMPILE=0
 
 # -- build: wheels for the project and its runtime dependencies --------------------
 FROM ${BASE} AS build
+ARG COMPILE
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
@@ -43,12 +49,24 @@ RUN --mount=type=secret,id=cacert \
         > requirements.txt; \
     python -m pip wheel --wheel-dir /wheels -r requirements.txt
 
-COPY README.md ./
+# The compiler for the compiled build (this stage only; the image has none).
+RUN set -e; \
+    if [ "$COMPILE" = 1 ]; then \
+        need="gcc libc6-dev"; \
+        python -c 'import os, sysconfig; raise SystemExit(not os.path.exists(sysconfig.get_path("include") + "/Python.h"))' \
+            || need="$need python3-dev"; \
+        apt-get update -qq; \
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need > /dev/null; \
+        rm -rf /var/lib/apt/lists/*; \
+    fi
+
+COPY README.md setup.py ./
 COPY proxy ./proxy
 RUN --mount=type=secret,id=cacert \
     set -e; \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi; \
-    python -m pip wheel --no-deps --wheel-dir /wheels .; \
+    REASONING_PROXY_COMPILE=$COMPILE python -m pip wheel --no-deps --find-links /wheels \
+        --wheel-dir /wheels .; \
     cd /wheels && sha256sum -- *.whl > SHA256SUMS
 
 # -- runtime: the wheel installed into a venv, run as an unprivileged user ---------

@@ -141,10 +141,18 @@ class Children:
         self._preexec = _parent_death_signal()
 
     def start(
-        self, name: str, cores: str, argv: Sequence[str], *, stdout: int | IO[bytes] | None = None
+        self,
+        name: str,
+        cores: str,
+        argv: Sequence[str],
+        *,
+        stdout: int | IO[bytes] | None = None,
+        installed: bool = False,
     ) -> subprocess.Popen[bytes]:
+        """`installed`: run what the interpreter has installed, not the working tree."""
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        if not installed:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         # the proxy must see only --upstream, not a config file from the environment
         for key in ("REASONING_PROXY_CONFIG", "REASONING_PROXY_UPSTREAM"):
             env.pop(key, None)
@@ -153,7 +161,7 @@ class Children:
         log = (self.log_dir / f"{name}.log").open("ab")
         proc = subprocess.Popen(
             ["taskset", "-c", cores, *argv],
-            cwd=ROOT,
+            cwd=self.log_dir if installed else ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log if stdout is None else stdout,
@@ -244,6 +252,9 @@ def start_servers(children: Children, args: argparse.Namespace) -> Servers:
     if args.bare:  # the floor: a forwarder with none of the proxy's features
         serve = ["--upstream", direct_url, "--port", str(proxy_port)]
         proxy = children.start("proxy", args.proxy_cores, [py, "-m", "bench.bare", *serve])
+    elif args.proxy_python:  # an installed build, e.g. the compiled one
+        argv = [args.proxy_python, "-m", "proxy", *serve]
+        proxy = children.start("proxy", args.proxy_cores, argv, installed=True)
     else:
         proxy = children.start("proxy", args.proxy_cores, [py, "-m", "proxy", *serve])
     wait_http(f"http://127.0.0.1:{proxy_port}/readyz", proxy, children, "proxy", READY_TIMEOUT)
@@ -411,9 +422,34 @@ def machine() -> dict[str, Any]:
     }
 
 
-def code_state() -> dict[str, Any]:
+COMPILED_PROBE = """
+import importlib.machinery, importlib.util, pkgutil, proxy
+names = [m.name for m in pkgutil.walk_packages(proxy.__path__, "proxy.")]
+specs = [importlib.util.find_spec(n) for n in names]
+ext = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+print(proxy.__path__[0], sum(1 for s in specs if s and s.origin and s.origin.endswith(ext)))
+"""
+
+
+def installed_build(python: str) -> str:
+    """Where an interpreter's installed proxy is, and how many of its modules are compiled."""
+    try:
+        done = subprocess.run(
+            [python, "-c", COMPILED_PROBE], capture_output=True, text=True, timeout=60, cwd="/"
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unknown ({exc})"
+    if done.returncode != 0:
+        return f"unknown ({done.stderr.strip().splitlines()[-1:]})"
+    where, compiled = done.stdout.split()
+    return f"{where}, {compiled} compiled module(s)"
+
+
+def code_state(proxy_python: str | None = None) -> dict[str, Any]:
     """Which proxy code ran: the commit and any uncommitted changes under proxy/
-    (the proxy runs from the working tree)."""
+    (the proxy runs from the working tree), or the installed build it ran."""
+    if proxy_python:
+        return {"commit": "", "proxy_changes": [], "installed": installed_build(proxy_python)}
 
     def git(*argv: str) -> str:
         try:
@@ -557,6 +593,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure bench/bare.py (the floor) in place of the proxy",
     )
     parser.add_argument(
+        "--proxy-python",
+        metavar="PATH",
+        help="run the proxy installed for this interpreter (e.g. a venv with the compiled "
+        "build) instead of the working tree",
+    )
+    parser.add_argument(
         "--workers", type=int, default=1, help="proxy worker processes (CPU counted over all)"
     )
     parser.add_argument(
@@ -611,7 +653,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_cores(parser, args.proxy_cores, args.load_cores)
-    output: dict[str, Any] = {"machine_before": machine(), "code": code_state()}
+    output: dict[str, Any] = {"machine_before": machine(), "code": code_state(args.proxy_python)}
     with (
         stop_on_signals(),
         tempfile.TemporaryDirectory(prefix="bench-") as logs,
@@ -650,7 +692,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"proxy ({args.workers} worker(s)) on cores {args.proxy_cores}, "
         f"upstream + load on {args.load_cores}; "
         f"load average before {before['loadavg']}, after {after['loadavg']}; "
-        f"proxy code {code['commit'] or 'unknown'}"
+        + (
+            f"proxy installed at {code['installed']}"
+            if "installed" in code
+            else f"proxy code {code['commit'] or 'unknown'}"
+        )
         + (f" + {changes} uncommitted change(s) under proxy/" if changes else "")
         + "\n"
     )

@@ -8,6 +8,8 @@ Standard library only (it runs on the host, outside any virtualenv):
   container_smoke.py proxy URL CONV_ID      a turn through the proxy, stored under CONV_ID
   container_smoke.py image-digests          Python code that prints the installed modules' digests
   container_smoke.py sources REPO           those digests (JSON on stdin) match the tree's modules
+  container_smoke.py image-compiled         Python code that prints the modules installed compiled
+  container_smoke.py compiled REPO          those (JSON on stdin) are pyproject.toml's compile list
 
 Each check prints one line; the first failure exits 1 with what was wrong.
 """
@@ -18,6 +20,7 @@ import hashlib
 import json
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -37,6 +40,15 @@ IMAGE_DIGESTS = (
     "import hashlib, json, pathlib, proxy; root = pathlib.Path(proxy.__file__).parent; "
     "print(json.dumps({p.relative_to(root.parent).as_posix(): "
     "hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob('*.py')}))"
+)
+
+# Run inside the image: the package's modules that import as compiled extensions.
+IMAGE_COMPILED = (
+    "import importlib.machinery as m, importlib.util as u, json, pkgutil, proxy; "
+    "names = [i.name for i in pkgutil.walk_packages(proxy.__path__, 'proxy.')]; "
+    "specs = [u.find_spec(n) for n in names]; "
+    "print(json.dumps(sorted(s.name for s in specs "
+    "if s and s.origin and s.origin.endswith(tuple(m.EXTENSION_SUFFIXES)))))"
 )
 
 
@@ -182,6 +194,20 @@ def sources(repo: str, image_json: str) -> None:
     ok(f"the image's {len(image)} modules are the source tree's")
 
 
+def compiled(repo: str, image_json: str) -> None:
+    """The image's compiled modules are the ones pyproject.toml lists."""
+    project = tomllib.loads((Path(repo) / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = project["tool"]["reasoning-proxy"]["compile"]["modules"]
+    wanted = sorted(path.removesuffix(".py").replace("/", ".") for path in listed)
+    image: list[str] = json.loads(image_json)
+    expect(
+        image == wanted,
+        "the image's compiled modules are not the ones pyproject.toml lists",
+        {"missing": sorted(set(wanted) - set(image)), "extra": sorted(set(image) - set(wanted))},
+    )
+    ok(f"{len(image)} of the image's modules are compiled, as pyproject.toml lists")
+
+
 def main(argv: list[str]) -> int:
     try:
         if len(argv) >= 2 and argv[0] == "health":
@@ -194,6 +220,10 @@ def main(argv: list[str]) -> int:
             sources(argv[1], sys.stdin.read())
         elif argv == ["image-digests"]:
             print(IMAGE_DIGESTS)
+        elif len(argv) == 2 and argv[0] == "compiled":
+            compiled(argv[1], sys.stdin.read())
+        elif argv == ["image-compiled"]:
+            print(IMAGE_COMPILED)
         else:
             print(__doc__, file=sys.stderr)
             return 2

@@ -35,8 +35,11 @@ DEV_PACKAGES = ("pytest", "hypothesis", "mypy", "ruff", "playwright", "httpx", "
 
 
 def known_env_vars() -> set[str]:
-    """The REASONING_PROXY_* variables the code reads (its ENV_* constants)."""
-    return {
+    """The REASONING_PROXY_* variables the code reads (its ENV_* constants),
+    and the build's (setup.py's ENV)."""
+    build = re.search(r'^ENV = "(\w+)"$', (REPO / "setup.py").read_text(), re.M)
+    assert build is not None
+    return {build[1]} | {
         value
         for module in (config_module, demo_module)
         for name, value in vars(module).items()

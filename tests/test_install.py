@@ -3,6 +3,7 @@ README's set-up line (a virtual environment, as Debian's Python requires)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -41,3 +42,52 @@ def test_the_quick_start_installs_into_a_virtual_environment() -> None:
     assert ".venv/bin/reasoning-proxy demo" in run
     assert "python3-venv" in start
     assert "about" not in start.split("`scripts/test` creates")[1].split("CI")[0]
+
+
+# -- the compiled build (setup.py; README "Compiled build") -------------------------
+
+
+def setup_py(*argv: str, compile_: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "REASONING_PROXY_COMPILE"}
+    if compile_ is not None:
+        env["REASONING_PROXY_COMPILE"] = compile_
+    return subprocess.run(
+        [sys.executable, "setup.py", *argv],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_compile_list_names_modules_of_the_package() -> None:
+    modules = PYPROJECT["tool"]["reasoning-proxy"]["compile"]["modules"]
+    assert modules == sorted(set(modules))
+    for path in modules:
+        assert path.startswith("proxy/"), path
+        assert path.endswith(".py"), path
+        assert (REPO / path).is_file(), path
+    # what mypyc cannot compile, or what others subclass or introspect, stays out
+    for kept_out in ("proxy/config.py", "proxy/observability.py", "proxy/api/door.py"):
+        assert kept_out not in modules
+
+
+def test_the_build_is_pure_python_unless_asked() -> None:
+    for value in (None, "0", ""):
+        result = setup_py("--name", compile_=value)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "reasoning-proxy"
+
+
+def test_the_build_refuses_a_compile_setting_it_does_not_know() -> None:
+    result = setup_py("--name", compile_="maybe")
+    assert result.returncode != 0
+    assert "REASONING_PROXY_COMPILE must be 1 or 0, not 'maybe'" in result.stderr
+
+
+def test_an_editable_install_is_never_compiled() -> None:
+    # its extensions would sit beside the sources and shadow every later edit
+    result = setup_py("editable_wheel", compile_="1")
+    assert result.returncode != 0
+    assert "does not apply to editable installs" in result.stderr

@@ -305,8 +305,9 @@ class Pool:
             raise ConnectTimeout(f"no connection to the upstream in {within:g} s") from None
         except ConnectFailed:
             raise
-        except HTTPClientError as exc:  # the proxy's answer to CONNECT was cut or unreadable
-            raise ConnectFailed(f"no tunnel through the proxy: {exc}") from None
+        except HTTPClientError as cut:  # the proxy's answer to CONNECT was cut or unreadable
+            # (each handler's name is its own: compiled, a name has one type)
+            raise ConnectFailed(f"no tunnel through the proxy: {cut}") from None
         except (OSError, ssl.SSLError, ValueError) as exc:
             raise ConnectFailed(f"cannot connect to the upstream: {exc}") from None
 

@@ -138,12 +138,13 @@ class ResponseReader:
         assert parser is not None  # (None only when DONE or ERROR)
         try:
             parser.feed_data(data)
-        except httptools.HttpParserCallbackError as exc:
-            cause = exc.__context__
+        except httptools.HttpParserCallbackError as failed:
+            # (each handler's name is its own: compiled, a name has one type)
+            cause = failed.__context__
             if isinstance(cause, _AfterEnd):
                 self._clean = False
             else:
-                error = cause if isinstance(cause, BadResponse) else BadResponse(str(exc))
+                error = cause if isinstance(cause, BadResponse) else BadResponse(str(failed))
         except httptools.HttpParserUpgrade:
             error = BadResponse("the upstream switched protocols")
         except httptools.HttpParserError as exc:
