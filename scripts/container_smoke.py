@@ -9,7 +9,7 @@ Standard library only (it runs on the host, outside any virtualenv):
   container_smoke.py image-digests          Python code that prints the installed modules' digests
   container_smoke.py sources REPO           those digests (JSON on stdin) match the tree's modules
   container_smoke.py image-compiled         Python code that prints the modules installed compiled
-  container_smoke.py compiled REPO          those (JSON on stdin) are pyproject.toml's compile list
+  container_smoke.py compiled REPO 0|1      those (JSON on stdin) are pyproject.toml's list, or none
 
 Each check prints one line; the first failure exits 1 with what was wrong.
 """
@@ -194,18 +194,19 @@ def sources(repo: str, image_json: str) -> None:
     ok(f"the image's {len(image)} modules are the source tree's")
 
 
-def compiled(repo: str, image_json: str) -> None:
-    """The image's compiled modules are the ones pyproject.toml lists."""
+def compiled(repo: str, compile_: str, image_json: str) -> None:
+    """The image's compiled modules are the ones pyproject.toml lists (built
+    with COMPILE=1), or none."""
     project = tomllib.loads((Path(repo) / "pyproject.toml").read_text(encoding="utf-8"))
-    listed = project["tool"]["reasoning-proxy"]["compile"]["modules"]
+    listed = project["tool"]["reasoning-proxy"]["compile"]["modules"] if compile_ == "1" else []
     wanted = sorted(path.removesuffix(".py").replace("/", ".") for path in listed)
     image: list[str] = json.loads(image_json)
     expect(
         image == wanted,
-        "the image's compiled modules are not the ones pyproject.toml lists",
+        f"the image's compiled modules are not the ones COMPILE={compile_} builds",
         {"missing": sorted(set(wanted) - set(image)), "extra": sorted(set(image) - set(wanted))},
     )
-    ok(f"{len(image)} of the image's modules are compiled, as pyproject.toml lists")
+    ok(f"{len(image)} of the image's modules are compiled (COMPILE={compile_})")
 
 
 def main(argv: list[str]) -> int:
@@ -220,8 +221,8 @@ def main(argv: list[str]) -> int:
             sources(argv[1], sys.stdin.read())
         elif argv == ["image-digests"]:
             print(IMAGE_DIGESTS)
-        elif len(argv) == 2 and argv[0] == "compiled":
-            compiled(argv[1], sys.stdin.read())
+        elif len(argv) == 3 and argv[0] == "compiled":
+            compiled(argv[1], argv[2], sys.stdin.read())
         elif argv == ["image-compiled"]:
             print(IMAGE_COMPILED)
         else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import tomllib
 import shutil
 import subprocess
 import sys
@@ -309,3 +310,25 @@ def test_container_smoke_compares_the_installed_modules_with_the_tree() -> None:
     changed["proxy/cli.py"] = "0" * 64
     with pytest.raises(smoke.CheckFailed, match="not built from this tree"):
         smoke.sources(str(REPO), json.dumps(changed))
+
+
+def test_container_smoke_compares_the_compiled_modules_with_the_compile_list() -> None:
+    smoke = smoke_module()
+    # Run here, against the pure-Python package under test: nothing is compiled.
+    found = subprocess.run(
+        [sys.executable, "-c", smoke.IMAGE_COMPILED],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=REPO,
+    ).stdout
+    assert json.loads(found) == []
+    smoke.compiled(str(REPO), "0", found)
+    with pytest.raises(smoke.CheckFailed, match="not the ones COMPILE=1 builds"):
+        smoke.compiled(str(REPO), "1", found)
+    listed = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["reasoning-proxy"]
+    names = [p.removesuffix(".py").replace("/", ".") for p in listed["compile"]["modules"]]
+    smoke.compiled(str(REPO), "1", json.dumps(sorted(names)))
+    with pytest.raises(smoke.CheckFailed, match="not the ones COMPILE=1 builds"):
+        smoke.compiled(str(REPO), "1", json.dumps(sorted(names)[1:]))
