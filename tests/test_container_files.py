@@ -7,10 +7,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import tomllib
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
