@@ -93,7 +93,11 @@ def measure(args: argparse.Namespace, name: str, children: Children, work: Path)
         server = ["-m", "bench.bare", *serve[1:]]
     else:
         server = ["-m", "proxy", *serve, "--log-level", args.log_level]
-    proxy = children.start("proxy", ALL_CORES, [*valgrind, py, *server])
+    if args.proxy_python and not args.bare:  # an installed build, e.g. the compiled one
+        argv = [*valgrind, args.proxy_python, *server]
+        proxy = children.start("proxy", ALL_CORES, argv, installed=True)
+    else:
+        proxy = children.start("proxy", ALL_CORES, [*valgrind, py, *server])
     url = f"http://127.0.0.1:{proxy_port}"
     wait_http(f"{url}/readyz", proxy, children, "proxy", READY_TIMEOUT)
     try:
@@ -132,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--bare", action="store_true", help="count bench/bare.py (the floor) instead of the proxy"
+    )
+    parser.add_argument(
+        "--proxy-python",
+        metavar="PATH",
+        help="count the proxy installed for this interpreter (e.g. a venv with the compiled "
+        "build) instead of the working tree",
     )
     parser.add_argument("--keep", type=Path, help="copy the dumps here (for callgrind_annotate)")
     args = parser.parse_args(argv)
