@@ -100,8 +100,12 @@ async def _race(
     waiting = list(infos)
     running: set[asyncio.Task[socket.socket]] = set()
     errors: list[OSError] = []
+    winner: socket.socket | None = None
+    # The losers are stopped after the loop and in the handler, not in a
+    # `finally`: compiled (README "Compiled build"), an await inside a
+    # `finally` loses the exception in flight (a timeout's cancellation).
     try:
-        while waiting or running:
+        while (waiting or running) and winner is None:
             if waiting:
                 running.add(loop.create_task(_attempt(loop, waiting.pop(0))))
             done, running = await asyncio.wait(
@@ -111,18 +115,29 @@ async def _race(
                 error = task.exception()
                 if error is None:
                     running |= done - {task}  # closed below, should another have won too
-                    return task.result()
+                    winner = task.result()
+                    break
                 if not isinstance(error, OSError):
                     raise error
                 errors.append(error)
-    finally:
-        for task in running:
-            task.cancel()
-        if running:
-            for result in await asyncio.gather(*running, return_exceptions=True):
-                if isinstance(result, socket.socket):
-                    result.close()  # connected just as the winner did
-    raise _one_error(errors)
+    except BaseException as exc:  # cancelled (the connect timeout), or not an OSError
+        await _stop(running)
+        raise exc
+    await _stop(running)
+    if winner is None:
+        raise _one_error(errors)
+    return winner
+
+
+async def _stop(running: set[asyncio.Task[socket.socket]]) -> None:
+    """Cancels the attempts still running and waits for them to end; one that
+    connected just as the winner did is closed."""
+    for task in running:
+        task.cancel()
+    if running:
+        for result in await asyncio.gather(*running, return_exceptions=True):
+            if isinstance(result, socket.socket):
+                result.close()
 
 
 def _one_error(errors: list[OSError]) -> OSError:
