@@ -20,16 +20,17 @@
 # Build arguments and secrets:
 #   --build-arg BASE=...    the Python base image (Debian-based, Python 3.11+,
 #                           with pip and venv); default below
-#   --build-arg COMPILE=1   the hot path compiled with mypyc (README "Compiled
-#                           build"); the build stage then needs Debian's packages
-#                           (gcc, Python headers) and PyPI (mypy); 0 (default) is
-#                           pure Python
+#   --build-arg COMPILE=0   a pure-Python image; by default (1) the hot path is
+#                           compiled with mypyc (README "Compiled build"), for which
+#                           the build stage installs gcc (and the Python headers
+#                           when the base lacks them) from Debian and mypy from
+#                           PyPI; the image holds none of them
 #   --secret id=cacert,src=/path/to/ca-bundle.crt
 #                           optional: a CA bundle for pip, for networks that
 #                           inspect TLS; the build works without it
 
 ARG BASE=python:3.12-slim
-ARG COMPILE=0
+ARG COMPILE=1
 
 # -- build: wheels for the project and its runtime dependencies --------------------
 FROM ${BASE} AS build
