@@ -3,6 +3,7 @@ README's set-up line (a virtual environment, as Debian's Python requires)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -91,3 +92,33 @@ def test_an_editable_install_is_never_compiled() -> None:
     result = setup_py("editable_wheel", compile_="1")
     assert result.returncode != 0
     assert "does not apply to editable installs" in result.stderr
+
+
+def test_compiled_modules_avoid_what_mypyc_runs_differently() -> None:
+    """Two shapes that pass mypy but behave differently compiled (each found
+    by the suite against the compiled build): an `await` inside a `finally`
+    loses the exception in flight, and one name bound by `except` clauses of
+    different types is a TypeError when the second catches."""
+    found = []
+    for path in PYPROJECT["tool"]["reasoning-proxy"]["compile"]["modules"]:
+        tree = ast.parse((REPO / path).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Try) and node.finalbody:
+                awaits = [
+                    sub.lineno
+                    for stmt in node.finalbody
+                    for sub in ast.walk(stmt)
+                    if isinstance(sub, ast.Await | ast.AsyncWith | ast.AsyncFor)
+                ]
+                found += [f"{path}:{line}: await in a finally" for line in awaits]
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                bound: dict[str, set[str]] = {}
+                for sub in ast.walk(node):
+                    if isinstance(sub, ast.ExceptHandler) and sub.name and sub.type:
+                        bound.setdefault(sub.name, set()).add(ast.unparse(sub.type))
+                found += [
+                    f"{path}: {node.name} binds {name!r} to {sorted(types)}"
+                    for name, types in bound.items()
+                    if len(types) > 1
+                ]
+    assert not found
