@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import tomllib
+from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from typing import Any
 
@@ -58,4 +59,17 @@ def options() -> dict[str, Any]:
     return {"setup_requires": requires, "ext_modules": mypycify(modules, opt_level="3")}
 
 
+def drop_built_extensions() -> None:
+    """setuptools packages everything an earlier build left in build/lib*:
+    the extensions of a compiled build would land in a later pure wheel, or
+    those of modules since dropped from the list in a compiled one. They go
+    first, so a wheel holds exactly what this build compiles (the C sources
+    and objects stay: an unchanged module is not compiled again)."""
+    for lib in HERE.glob("build/lib*"):
+        for path in lib.rglob("*"):
+            if path.name.endswith(tuple(EXTENSION_SUFFIXES)):
+                path.unlink()
+
+
+drop_built_extensions()
 setup(**options())

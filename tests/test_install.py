@@ -122,3 +122,32 @@ def test_compiled_modules_avoid_what_mypyc_runs_differently() -> None:
                     if len(types) > 1
                 ]
     assert not found
+
+
+def test_a_build_never_packages_extensions_an_earlier_build_left(tmp_path: Path) -> None:
+    # setuptools packages whatever build/lib* holds: a compiled build's
+    # extensions would reach a later pure wheel, or a dropped module's a
+    # compiled one
+    for name in ("setup.py", "pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, tmp_path / name)
+    lib = tmp_path / "build" / "lib.linux-x86_64-cpython-311"
+    (lib / "proxy" / "http1").mkdir(parents=True)
+    left = [
+        lib / "proxy" / "http1" / "reader.cpython-311-x86_64-linux-gnu.so",
+        lib / "0123456789abcdef__mypyc.cpython-311-x86_64-linux-gnu.so",
+        lib / "proxy" / "dropped.abi3.so",
+    ]
+    for path in left:
+        path.write_bytes(b"\x7fELF")
+    (lib / "proxy" / "http1" / "reader.py").write_text("# a module: kept\n")
+    result = subprocess.run(
+        [sys.executable, "setup.py", "--name"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "REASONING_PROXY_COMPILE"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert [path for path in left if path.exists()] == []
+    assert (lib / "proxy" / "http1" / "reader.py").exists()
