@@ -294,17 +294,23 @@ def test_container_smoke_rejects_a_tag_in_the_answer() -> None:
         smoke.check_answer("none", " ", "17 * 23 = 391.")
 
 
-def test_container_smoke_compares_the_installed_modules_with_the_tree() -> None:
-    smoke = smoke_module()
-    # Run here, against the package under test, the image's side gives the tree.
-    digests = subprocess.run(
-        [sys.executable, "-c", smoke.IMAGE_DIGESTS],
+def run_probe(code: str) -> str:
+    """What one of container_smoke's in-image probes prints, run here against
+    the package under test."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
         cwd=REPO,
     ).stdout
+
+
+def test_container_smoke_compares_the_installed_modules_with_the_tree() -> None:
+    smoke = smoke_module()
+    # Run here, against the package under test, the image's side gives the tree.
+    digests = run_probe(smoke.IMAGE_DIGESTS)
     smoke.sources(str(REPO), digests)
     changed = json.loads(digests)
     changed["proxy/cli.py"] = "0" * 64
@@ -316,14 +322,7 @@ def test_container_smoke_compares_the_compiled_modules_with_the_compile_list() -
     smoke = smoke_module()
     # Run here, against the package under test: pure Python (scripts/test), or
     # the compiled build (scripts/test-compiled).
-    found = subprocess.run(
-        [sys.executable, "-c", smoke.IMAGE_COMPILED],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-        cwd=REPO,
-    ).stdout
+    found = run_probe(smoke.IMAGE_COMPILED)
     listed = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["reasoning-proxy"]
     names = sorted(p.removesuffix(".py").replace("/", ".") for p in listed["compile"]["modules"])
     assert json.loads(found) in ([], names)
