@@ -68,7 +68,7 @@ OWN_HEADERS = ("x-reasoning-", "x-conversation-id")
 REMEMBERED = 4096
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Exchange:
     """Everything decided about one request before it goes upstream, and
     what became of it (the turn, once stored)."""
@@ -86,6 +86,35 @@ class Exchange:
     watcher: TurnWatcher | None = None  # set while someone watches the live feed
     # the dialect this request got (route, host or model name; see dialect_for)
     dialect: Dialect = DIALECTS[DEFAULT_DIALECT]
+
+    # written out, as proxy/reasoning/blocks.py says why
+    def __init__(
+        self,
+        route: Route,
+        settings: ReasoningSettings,
+        key: ConversationKey,
+        payload: dict[str, Any],
+        plan: EgressPlan,
+        stream: bool,
+        upstream_headers: list[tuple[str, str]],
+        extra_headers: list[tuple[str, str]] | None = None,
+        turn: Turn | None = None,
+        stored: bool = False,
+        watcher: TurnWatcher | None = None,
+        dialect: Dialect = DIALECTS[DEFAULT_DIALECT],
+    ) -> None:
+        self.route = route
+        self.settings = settings
+        self.key = key
+        self.payload = payload
+        self.plan = plan
+        self.stream = stream
+        self.upstream_headers = upstream_headers
+        self.extra_headers = [] if extra_headers is None else extra_headers
+        self.turn = turn
+        self.stored = stored
+        self.watcher = watcher
+        self.dialect = dialect
 
     @property
     def context(self) -> dict[str, int]:

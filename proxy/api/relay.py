@@ -185,7 +185,8 @@ class StreamRelay:
                         if not reader.seen_data and time.monotonic() < hold_until:
                             held.append(out)
                             continue
-                        out = b"".join(held) + out
+                        if held:
+                            out = b"".join(held) + out
                         held = None
                         await self._start()
                     if encoder is not None:
@@ -217,7 +218,8 @@ class StreamRelay:
         await self.remember(reader.turn())
         state.complete = True
         if held is not None:
-            out = b"".join(held) + out
+            if held:
+                out = b"".join(held) + out
             await self._start()
         if encoder is not None:
             out = encoder.feed(out) + encoder.flush()

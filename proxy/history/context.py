@@ -96,7 +96,7 @@ def request_texts(messages: Sequence[Any], tools: str) -> Iterator[str]:
         yield tools
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class EgressPlan:
     result: EgressResult
     effective: int
@@ -104,6 +104,21 @@ class EgressPlan:
     compressed: StripPolicy | None  # the policy compression tightened to, if it did
     # per assistant message, what was done with its reasoning and why (explain.py)
     notes: dict[str, Any] = field(default_factory=dict)
+
+    # written out, as proxy/reasoning/blocks.py says why
+    def __init__(
+        self,
+        result: EgressResult,
+        effective: int,
+        raw: int,
+        compressed: StripPolicy | None,
+        notes: dict[str, Any] | None = None,
+    ) -> None:
+        object.__setattr__(self, "result", result)
+        object.__setattr__(self, "effective", effective)
+        object.__setattr__(self, "raw", raw)
+        object.__setattr__(self, "compressed", compressed)
+        object.__setattr__(self, "notes", {} if notes is None else notes)
 
 
 def plan_egress(

@@ -76,12 +76,25 @@ class AssistantMessage:
         return fingerprint(text + self.refusal, self.tool_calls)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class EgressResult:
     messages: list[Json]
     reinjected: int = 0  # assistant messages sent with reasoning from the store
     stripped: int = 0  # assistant messages whose known reasoning was not sent
     sent: list[Reasoning | None] = field(default_factory=list)
+
+    # written out, as proxy/reasoning/blocks.py says why
+    def __init__(
+        self,
+        messages: list[Json],
+        reinjected: int = 0,
+        stripped: int = 0,
+        sent: list[Reasoning | None] | None = None,
+    ) -> None:
+        object.__setattr__(self, "messages", messages)
+        object.__setattr__(self, "reinjected", reinjected)
+        object.__setattr__(self, "stripped", stripped)
+        object.__setattr__(self, "sent", [] if sent is None else sent)
 
 
 def split_tags(text: str, tags: TagSet) -> tuple[str, str]:

@@ -50,7 +50,7 @@ class Informational:
     headers: Headers
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Head:
     """The final response's status and headers. `keep_alive`: the connection
     can carry another request once this response has ended."""
@@ -59,12 +59,22 @@ class Head:
     headers: Headers
     keep_alive: bool
 
+    # written out, as proxy/reasoning/blocks.py says why
+    def __init__(self, status: int, headers: Headers, keep_alive: bool) -> None:
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "headers", headers)
+        object.__setattr__(self, "keep_alive", keep_alive)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class Body:
     """Body bytes, without their framing (chunk sizes), not decoded."""
 
     data: bytes
+
+    # written out, as proxy/reasoning/blocks.py says why
+    def __init__(self, data: bytes) -> None:
+        object.__setattr__(self, "data", data)
 
 
 @dataclass(frozen=True, slots=True)

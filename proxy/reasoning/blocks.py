@@ -35,7 +35,16 @@ STRIP_POLICIES: tuple[StripPolicy, ...] = ("all", "allButLast", "none")
 Json = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+# The values a response is made of are frozen dataclasses whose `__init__`
+# is written out (`init=False`): compiled, `object.__setattr__(self, name,
+# value)` spelled so is a native store, and a turn is made in a tenth of the
+# time the `__init__` that dataclasses generates takes (that one stays
+# interpreted; two turns and their blocks are made per response). The
+# parameters are the fields, in order, with the fields' defaults
+# (tests/reasoning hold them to it).
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class ThinkingBlock:
     thought: str
     source_field: SourceField
@@ -45,24 +54,51 @@ class ThinkingBlock:
     tokens: int | None = None
     type: Literal["thinking"] = "thinking"
 
+    def __init__(
+        self,
+        thought: str,
+        source_field: SourceField,
+        is_hidden: bool = False,
+        signature: str | None = None,
+        encrypted: tuple[Json, ...] | None = None,
+        tokens: int | None = None,
+        type: Literal["thinking"] = "thinking",
+    ) -> None:
+        object.__setattr__(self, "thought", thought)
+        object.__setattr__(self, "source_field", source_field)
+        object.__setattr__(self, "is_hidden", is_hidden)
+        object.__setattr__(self, "signature", signature)
+        object.__setattr__(self, "encrypted", encrypted)
+        object.__setattr__(self, "tokens", tokens)
+        object.__setattr__(self, "type", type)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class TextPart:
     text: str
 
+    def __init__(self, text: str) -> None:
+        object.__setattr__(self, "text", text)
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, init=False)
 class ToolCall:
     id: str | None
     name: str
     arguments: str
     type: str = "function"
 
+    def __init__(self, id: str | None, name: str, arguments: str, type: str = "function") -> None:
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "arguments", arguments)
+        object.__setattr__(self, "type", type)
+
 
 Part = ThinkingBlock | TextPart | ToolCall
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Turn:
     parts: tuple[Part, ...] = ()
     finish_reason: str | None = None
@@ -78,6 +114,36 @@ class Turn:
     created: float | None = None
     reasoning_truncated: bool = False
     extra: Json = field(default_factory=dict)
+
+    def __init__(
+        self,
+        parts: tuple[Part, ...] = (),
+        finish_reason: str | None = None,
+        usage: Json | None = None,
+        complete: bool = True,
+        persisted: bool = True,
+        model: str | None = None,
+        response_id: str | None = None,
+        reasoning_details: tuple[Json, ...] | None = None,
+        error: str | None = None,
+        route: str | None = None,
+        created: float | None = None,
+        reasoning_truncated: bool = False,
+        extra: Json | None = None,
+    ) -> None:
+        object.__setattr__(self, "parts", parts)
+        object.__setattr__(self, "finish_reason", finish_reason)
+        object.__setattr__(self, "usage", usage)
+        object.__setattr__(self, "complete", complete)
+        object.__setattr__(self, "persisted", persisted)
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "response_id", response_id)
+        object.__setattr__(self, "reasoning_details", reasoning_details)
+        object.__setattr__(self, "error", error)
+        object.__setattr__(self, "route", route)
+        object.__setattr__(self, "created", created)
+        object.__setattr__(self, "reasoning_truncated", reasoning_truncated)
+        object.__setattr__(self, "extra", {} if extra is None else extra)
 
     @property
     def content(self) -> str:

@@ -145,7 +145,7 @@ class SSEDecoder:
             # (no line end inside any of them; a join and a memchr are far
             # cheaper than counting the read's line ends byte by byte)
             if b"\n" not in b"".join(datas) and (end <= limit or max(map(len, datas)) + 6 <= limit):
-                self.verbatim = buf[: end + 2]
+                self.verbatim = buf[: end + 2] if rest else buf
                 return self._keep(rest, datas)  # type: ignore[arg-type]
         blocks = buf[:end].split(b"\n\n")
         out: list[bytes | SSEEvent | SSEComment] = []
@@ -159,7 +159,7 @@ class SSEDecoder:
         cut = rest.rfind(b"\n")
         if cut < 0:
             if verbatim:
-                self.verbatim = buf[: end + 2]
+                self.verbatim = buf[: end + 2] if rest else buf
             return self._keep(rest, out)
         self._lines(rest[: cut + 1].splitlines(), out)
         return self._keep(rest[cut + 1 :], out)
@@ -167,7 +167,7 @@ class SSEDecoder:
     def _after_bom(self, chunk: bytes) -> bytes:
         """The stream's first bytes without a leading byte-order mark; b""
         while they are still a prefix of one (kept in `_buf`)."""
-        head = self._buf + chunk
+        head = self._buf + chunk if self._buf else chunk  # (no copy of a first read)
         self._buf = b""
         if len(head) < len(BOM) and BOM.startswith(head):
             self._buf = head

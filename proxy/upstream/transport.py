@@ -49,7 +49,7 @@ class Origin:
         return f"{host}:{self.port}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Request:
     origin: Origin
     method: str
@@ -59,6 +59,27 @@ class Request:
     connect_timeout: float  # seconds for the connection (TCP and TLS)
     idle_timeout: float  # seconds of silence allowed, before the head and between reads
     proxy: ProxyURL | None = None  # the route's egress proxy (else the transport decides)
+
+    # written out, as proxy/reasoning/blocks.py says why
+    def __init__(
+        self,
+        origin: Origin,
+        method: str,
+        target: str,
+        headers: list[tuple[str, str]],
+        body: bytes | None,
+        connect_timeout: float,
+        idle_timeout: float,
+        proxy: ProxyURL | None = None,
+    ) -> None:
+        object.__setattr__(self, "origin", origin)
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "headers", headers)
+        object.__setattr__(self, "body", body)
+        object.__setattr__(self, "connect_timeout", connect_timeout)
+        object.__setattr__(self, "idle_timeout", idle_timeout)
+        object.__setattr__(self, "proxy", proxy)
 
 
 class Response(Protocol):

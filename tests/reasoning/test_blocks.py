@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import FrozenInstanceError, fields, replace
 from typing import Any
 
 import pytest
@@ -203,3 +203,22 @@ def test_token_counts_change_the_other_fields_as_replace_does() -> None:
         )
     with pytest.raises(TypeError, match="colour"):
         with_token_counts(TURN, len, colour="red")
+
+
+# -- the frozen values (their __init__ is written out) -----------------------
+
+
+def test_values_stay_frozen_and_compare_by_fields() -> None:
+    block = ThinkingBlock("why", "reasoning_content", tokens=3)
+    turn = Turn(parts=(block, TextPart("hi"), ToolCall("c1", "f", "{}")), finish_reason="stop")
+    with pytest.raises(FrozenInstanceError):
+        turn.finish_reason = "length"  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        block.thought = "other"  # type: ignore[misc]
+    assert Turn().extra == {}
+    assert Turn().extra is not Turn().extra
+    assert turn == Turn((block, TextPart("hi"), ToolCall("c1", "f", "{}")), "stop")
+    assert hash(block) == hash(ThinkingBlock("why", "reasoning_content", False, None, None, 3))
+    assert replace(turn, route="r").route == "r"
+    assert replace(turn, route="r").parts == turn.parts
+    assert repr(TextPart("hi")) == "TextPart(text='hi')"
