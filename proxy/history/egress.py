@@ -39,7 +39,7 @@ from proxy.reasoning.tags import TagSet, TagSplitter, Visible
 from proxy.settings import IncludeInContext
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Reasoning:
     """The reasoning of one assistant message, as it could be sent back."""
 
@@ -47,6 +47,20 @@ class Reasoning:
     details: tuple[Json, ...] | None = None
     from_store: bool = False
     blocks: tuple[Json, ...] | None = None  # thinking_blocks, as the upstream sent them
+
+    # written out, as proxy/reasoning/blocks.py says why (one per assistant
+    # message of every request)
+    def __init__(
+        self,
+        text: str,
+        details: tuple[Json, ...] | None = None,
+        from_store: bool = False,
+        blocks: tuple[Json, ...] | None = None,
+    ) -> None:
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "details", details)
+        object.__setattr__(self, "from_store", from_store)
+        object.__setattr__(self, "blocks", blocks)
 
     @property
     def empty(self) -> bool:
@@ -58,7 +72,7 @@ class Reasoning:
         return bool(self.details and self.blocks)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class AssistantMessage:
     """An assistant message of the request, its content cleaned of tags."""
 
@@ -69,6 +83,23 @@ class AssistantMessage:
     own: Reasoning | None  # what the message itself carries
     # chat's `refusal`: a refused turn's text, stored as its content
     refusal: str = ""
+
+    # written out, as proxy/reasoning/blocks.py says why
+    def __init__(
+        self,
+        position: int,
+        content: Any,
+        tool_call_ids: tuple[str, ...],
+        tool_calls: tuple[tuple[str, str], ...],
+        own: Reasoning | None,
+        refusal: str = "",
+    ) -> None:
+        object.__setattr__(self, "position", position)
+        object.__setattr__(self, "content", content)
+        object.__setattr__(self, "tool_call_ids", tool_call_ids)
+        object.__setattr__(self, "tool_calls", tool_calls)
+        object.__setattr__(self, "own", own)
+        object.__setattr__(self, "refusal", refusal)
 
     @property
     def fingerprint(self) -> str | None:

@@ -33,7 +33,7 @@ _FOLDED = ("reasoning", "thinking")
 _ALL_REASONING = REASONING_FIELDS
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class NormalizeOptions:
     tags: TagSet = DEFAULT_TAG_SET
     implicit_open_tag: bool = False
@@ -45,6 +45,25 @@ class NormalizeOptions:
     shapes: bool = True
     # how the client receives the reasoning (see output.py)
     output: Output = "reasoning_content"
+
+    # written out, as proxy/reasoning/blocks.py says why
+    def __init__(
+        self,
+        tags: TagSet = DEFAULT_TAG_SET,
+        implicit_open_tag: bool = False,
+        include_in_response: bool = True,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_reasoning_chars: int = 1 << 24,
+        shapes: bool = True,
+        output: Output = "reasoning_content",
+    ) -> None:
+        object.__setattr__(self, "tags", tags)
+        object.__setattr__(self, "implicit_open_tag", implicit_open_tag)
+        object.__setattr__(self, "include_in_response", include_in_response)
+        object.__setattr__(self, "max_line_bytes", max_line_bytes)
+        object.__setattr__(self, "max_reasoning_chars", max_reasoning_chars)
+        object.__setattr__(self, "shapes", shapes)
+        object.__setattr__(self, "output", output)
 
     @property
     def include(self) -> bool:

@@ -26,8 +26,9 @@ BOM = b"\xef\xbb\xbf"
 
 
 # Events are slotted dataclasses, not frozen ones: a frozen dataclass's
-# __init__ costs about 1 us, an eighth of the whole per-event budget.
-@dataclass(slots=True)
+# __init__ costs about 1 us, an eighth of the whole per-event budget. Their
+# `__init__` is written out, as proxy/reasoning/blocks.py says why.
+@dataclass(slots=True, init=False)
 class SSEEvent:
     """One dispatched event: its data lines joined with LF."""
 
@@ -36,12 +37,27 @@ class SSEEvent:
     id: str | None = None
     retry: int | None = None
 
+    def __init__(
+        self,
+        data: bytes,
+        event: str | None = None,
+        id: str | None = None,
+        retry: int | None = None,
+    ) -> None:
+        self.data = data
+        self.event = event
+        self.id = id
+        self.retry = retry
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, init=False)
 class SSEComment:
     """A comment line (`: ping`), kept so keep-alives can be forwarded."""
 
     text: bytes
+
+    def __init__(self, text: bytes) -> None:
+        self.text = text
 
 
 class SSELineTooLong(Exception):

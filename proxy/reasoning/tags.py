@@ -53,15 +53,22 @@ _MAX_DELIMITER = 64  # characters of one configured delimiter, at most
 OPEN, CLOSE, DROP, END = 0, 1, 2, 3
 
 
-# Not frozen, for speed (see sse.py); treat them as values.
-@dataclass(slots=True)
+# Not frozen, for speed (see sse.py); treat them as values. (`__init__`
+# written out, as proxy/reasoning/blocks.py says why.)
+@dataclass(slots=True, init=False)
 class Visible:
     text: str
 
+    def __init__(self, text: str) -> None:
+        self.text = text
 
-@dataclass(slots=True)
+
+@dataclass(slots=True, init=False)
 class Reasoning:
     text: str
+
+    def __init__(self, text: str) -> None:
+        self.text = text
 
 
 @dataclass(frozen=True, slots=True)
