@@ -46,8 +46,10 @@ def options() -> dict[str, Any]:
     project = tomllib.loads((HERE / "pyproject.toml").read_text(encoding="utf-8"))
     modules: list[str] = project["tool"]["reasoning-proxy"]["compile"]["modules"]
     extras = project["project"]["optional-dependencies"]
-    # mypy reads the types of every module the compiled ones import
-    requires = ["mypy==2.4.1", "types-PyYAML", *project["project"]["dependencies"]]
+    # mypy reads the types of every module the compiled ones import; the
+    # version is the one the dev extra pins (the one the tests compile with)
+    mypy = next(r for r in extras["dev"] if r.startswith("mypy=="))
+    requires = [mypy, "types-PyYAML", *project["project"]["dependencies"]]
     requires += extras["aiohttp"]
     if METADATA_ONLY & set(sys.argv):
         return {"setup_requires": requires}

@@ -7,6 +7,7 @@ import ast
 import dataclasses
 import importlib
 import inspect
+import json
 import os
 import re
 import shutil
@@ -200,3 +201,24 @@ def _made_with_defaults(cls: type) -> object:
         if p.default is inspect.Parameter.empty
     ]
     return cls(**dict.fromkeys(required))
+
+
+def test_the_build_compiles_with_the_mypy_the_dev_extra_pins() -> None:
+    """scripts/test-compiled compiles with the dev environment's mypy, pip
+    and the image with the one setup.py asks for: one pin serves both."""
+    pins = [r for r in PYPROJECT["project"]["optional-dependencies"]["dev"] if r.startswith("mypy")]
+    assert len(pins) == 1
+    assert re.fullmatch(r"mypy==\d+\.\d+(\.\d+)?", pins[0]), pins
+    # what setup.py asks for, read with setuptools' `setup` replaced (no build)
+    probe = (
+        "import json, runpy, sys, setuptools\n"
+        "setuptools.setup = lambda **kw: print(json.dumps(kw.get('setup_requires')))\n"
+        "sys.argv = ['setup.py', 'egg_info']\n"
+        "runpy.run_path('setup.py', run_name='__main__')\n"
+    )
+    env = {**os.environ, "REASONING_PROXY_COMPILE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert pins[0] in json.loads(result.stdout)
