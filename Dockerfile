@@ -25,28 +25,41 @@
 #                           the build stage installs gcc (and the Python headers
 #                           when the base lacks them) from Debian and mypy from
 #                           PyPI; the image holds none of them
+#   --build-arg EXTRAS=aiohttp
+#                           optional extras of the package, comma-separated;
+#                           `aiohttp` for `server.upstream_client: aiohttp`
+#                           (by default the image holds the built-in client only)
 #   --secret id=cacert,src=/path/to/ca-bundle.crt
 #                           optional: a CA bundle for pip, for networks that
 #                           inspect TLS; the build works without it
 
 ARG BASE=python:3.12-slim
 ARG COMPILE=1
+ARG EXTRAS=
 
 # -- build: wheels for the project and its runtime dependencies --------------------
 FROM ${BASE} AS build
 ARG COMPILE
+ARG EXTRAS
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 
 # Dependencies first (from pyproject.toml alone), so that a code change does
-# not download them again. Only [project].dependencies: never the dev extra.
+# not download them again. Only [project].dependencies and the extras EXTRAS
+# names: never the dev extra.
 COPY pyproject.toml ./
 RUN --mount=type=secret,id=cacert \
     set -e; \
     if [ -s /run/secrets/cacert ]; then export PIP_CERT=/run/secrets/cacert; fi; \
-    python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+    python -c 'import os, sys, tomllib; \
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+extras = [e.strip() for e in os.environ.get("EXTRAS", "").split(",") if e.strip()]; \
+known = sorted(set(project["optional-dependencies"]) - {"dev"}); \
+bad = [e for e in extras if e not in known]; \
+bad and sys.exit(f"EXTRAS: no extra {bad[0]!r} (the image takes {known})"); \
+print("\n".join(project["dependencies"] + [r for e in extras for r in project["optional-dependencies"][e]]))' \
         > requirements.txt; \
     python -m pip wheel --wheel-dir /wheels -r requirements.txt
 
@@ -72,6 +85,7 @@ RUN --mount=type=secret,id=cacert \
 
 # -- runtime: the wheel installed into a venv, run as an unprivileged user ---------
 FROM ${BASE}
+ARG EXTRAS
 LABEL org.opencontainers.image.title="reasoning-proxy" \
       org.opencontainers.image.description="OpenAI-compatible proxy that separates, stores and re-injects model reasoning" \
       org.opencontainers.image.licenses="Apache-2.0"
@@ -95,7 +109,7 @@ RUN --mount=type=bind,from=build,source=/wheels,target=/tmp/wheels \
     (cd /tmp/wheels && sha256sum --quiet --check /opt/reasoning-proxy.wheels.sha256) \
  && python -m venv /opt/reasoning-proxy \
  && /opt/reasoning-proxy/bin/pip install --no-cache-dir --no-index --find-links /tmp/wheels \
-        reasoning-proxy \
+        "reasoning-proxy${EXTRAS:+[$EXTRAS]}" \
  && reasoning-proxy --help > /dev/null
 
 COPY config/ /etc/reasoning-proxy/

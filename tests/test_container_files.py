@@ -107,9 +107,52 @@ def test_dockerfile_is_multi_stage_wheel_then_install() -> None:
 def test_dockerfile_installs_no_dev_dependencies() -> None:
     runs = " ".join(rest for keyword, rest in STEPS if keyword == "RUN")
     assert "[dev]" not in runs
-    assert "optional-dependencies" not in runs
     for package in DEV_PACKAGES:
         assert not re.search(rf"\b{package}\b", runs), package
+    assert requirements("") == PYPROJECT["project"]["dependencies"]
+    refused = run_requirements("dev")
+    assert refused.returncode != 0
+    assert "EXTRAS: no extra 'dev' (the image takes ['aiohttp'])" in refused.stderr
+
+
+def test_dockerfile_takes_the_aiohttp_extra_when_asked() -> None:
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    wanted = PYPROJECT["project"]["dependencies"] + extras["aiohttp"]
+    assert requirements("aiohttp") == wanted
+    assert requirements(" aiohttp, ") == wanted
+    unknown = run_requirements("aiohttp,redis")
+    assert unknown.returncode != 0
+    assert "no extra 'redis'" in unknown.stderr
+    # both stages take the argument; the runtime installs the package with them
+    for stage in stages():
+        assert ("ARG", "EXTRAS") in stage
+    final_runs = " ".join(rest for k, rest in FINAL if k == "RUN")
+    assert '"reasoning-proxy${EXTRAS:+[$EXTRAS]}"' in final_runs
+
+
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def run_requirements(extras: str) -> subprocess.CompletedProcess[str]:
+    """The build stage's program that writes requirements.txt, run here as
+    the Dockerfile runs it, with EXTRAS set."""
+    (run,) = [rest for k, rest in stages()[0] if k == "RUN" and "> requirements.txt" in rest]
+    program = re.search(r"python -c '([^']*)'", run)
+    assert program is not None, run
+    return subprocess.run(
+        [sys.executable, "-c", program.group(1)],
+        cwd=REPO,
+        env={"EXTRAS": extras, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def requirements(extras: str) -> list[str]:
+    result = run_requirements(extras)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
 
 
 def test_dockerfile_runs_as_a_non_root_user() -> None:
