@@ -108,6 +108,39 @@ def test_a_database_from_a_newer_version_stops_start_up(tmp_path: Path) -> None:
     assert_refused(serve(f"sqlite:///{path}"), "newer version")
 
 
+def test_a_database_whose_tables_lack_the_stores_columns_stops_start_up(tmp_path: Path) -> None:
+    # another program's file with a `turns` table of its own: every append
+    # would fail while the readiness probe (which writes `profiles`) passed
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE turns (tenant TEXT, conversation TEXT, idx INTEGER)")
+        db.execute("CREATE TABLE profiles (name TEXT PRIMARY KEY)")
+    db.close()
+    before = path.read_bytes()
+    line = assert_refused(serve(f"sqlite:///{path}"), str(path))
+    assert "(turns.record, profiles.body)" in line
+    assert "another program's database, or one changed by hand" in line
+    assert path.read_bytes() == before  # left as it was
+
+
+def test_a_database_of_the_first_schema_still_starts(tmp_path: Path) -> None:
+    # schema 1 had every table but `responses` (and `deployment`), with the
+    # same columns: it gains them when the store opens it
+    from proxy.stores.sqlite import SCHEMA
+
+    path = tmp_path / "schema1.db"
+    first = SCHEMA.split("CREATE TABLE IF NOT EXISTS responses")[0]
+    with sqlite3.connect(path) as db:
+        db.executescript(first + "PRAGMA user_version = 1;")
+    db.close()
+    config = tmp_path / "proxy.yaml"
+    config.write_text(
+        f"routes:\n  - name: main\n    upstream: {UPSTREAM}\nstore:\n  url: sqlite:///{path}\n"
+    )
+    result = run("check-config", str(config))
+    assert result.returncode == 0, result.stderr
+
+
 def test_an_unknown_store_scheme_stops_start_up() -> None:
     assert_refused(serve("foo://x"), "unknown store URL scheme", "memory://")
 

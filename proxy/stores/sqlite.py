@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import sqlite3
 import time
@@ -167,6 +168,7 @@ def check_sqlite(path: str) -> None:
         try:
             db.execute("PRAGMA schema_version").fetchone()  # reads the header and schema
             (version,) = db.execute("PRAGMA user_version").fetchone()
+            lacking = _lacking_columns(db)
         finally:
             db.close()
     except sqlite3.Error as exc:
@@ -180,6 +182,37 @@ def check_sqlite(path: str) -> None:
         raise ConfigError(
             f"the SQLite store {path} was written by a newer version (schema {version})"
         )
+    if lacking:
+        # its tables would be kept as they are, and every write to them fail
+        raise ConfigError(
+            f"the SQLite store {path} has tables of this store's names without their"
+            f" columns ({', '.join(lacking)}): another program's database, or one"
+            " changed by hand"
+        )
+
+
+def _lacking_columns(db: sqlite3.Connection) -> list[str]:
+    """`table.column` for each column of the schema that a table of the same
+    name in `db` lacks (a table that is not there is made when the store
+    opens the file, so it lacks nothing)."""
+    lacking = []
+    for table, columns in _schema_columns().items():
+        found = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if found:
+            lacking += [f"{table}.{c}" for c in columns if c not in found]
+    return lacking
+
+
+@functools.cache
+def _schema_columns() -> dict[str, tuple[str, ...]]:
+    """Each table of the schema, and its columns in order."""
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(SCHEMA + ";" + DEPLOYMENT)
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {t: tuple(r[1] for r in db.execute(f"PRAGMA table_info({t})")) for t in tables}
+    finally:
+        db.close()
 
 
 def _read_only(exc: BaseException) -> bool:
