@@ -309,10 +309,16 @@ def test_container_check_is_strict_bash() -> None:
     assert CHECK.stat().st_mode & 0o111
 
 
+# the project's bash scripts (scripts/test installs shellcheck, as CI does)
+BASH_SCRIPTS = [CHECK, REPO / ".ci/run", REPO / "scripts/test", REPO / "scripts/test-compiled"]
+
+
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
-def test_container_check_is_shellcheck_clean() -> None:
+@pytest.mark.parametrize("script", BASH_SCRIPTS, ids=lambda p: p.name)
+def test_the_bash_scripts_are_shellcheck_clean(script: Path) -> None:
+    assert script.read_text(encoding="utf-8").startswith("#!/usr/bin/env bash\n")
     result = subprocess.run(
-        ["shellcheck", str(CHECK)], capture_output=True, text=True, timeout=60, check=False
+        ["shellcheck", str(script)], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
