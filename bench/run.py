@@ -422,27 +422,28 @@ def machine() -> dict[str, Any]:
     }
 
 
-COMPILED_PROBE = """
-import importlib.machinery, importlib.util, pkgutil, proxy
-names = [m.name for m in pkgutil.walk_packages(proxy.__path__, "proxy.")]
-specs = [importlib.util.find_spec(n) for n in names]
-ext = tuple(importlib.machinery.EXTENSION_SUFFIXES)
-print(proxy.__path__[0], sum(1 for s in specs if s and s.origin and s.origin.endswith(ext)))
-"""
-
-
 def installed_build(python: str) -> str:
-    """Where an interpreter's installed proxy is, and how many of its modules are compiled."""
+    """Where an interpreter's installed proxy is, and how many of its modules
+    are compiled (found by the container check's probe)."""
+    smoke = ROOT / "scripts" / "container_smoke.py"
     try:
+        probe = subprocess.run(
+            [sys.executable, str(smoke), "image-compiled"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        # the probe prints the compiled modules' names (JSON); then where they are
+        code = probe.strip() + "; print(proxy.__path__[0])"
         done = subprocess.run(
-            [python, "-c", COMPILED_PROBE], capture_output=True, text=True, timeout=60, cwd="/"
+            [python, "-c", code], capture_output=True, text=True, timeout=60, cwd="/"
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"unknown ({exc})"
     if done.returncode != 0:
         return f"unknown ({done.stderr.strip().splitlines()[-1:]})"
-    where, compiled = done.stdout.split()
-    return f"{where}, {compiled} compiled module(s)"
+    names, where = done.stdout.splitlines()
+    return f"{where}, {len(json.loads(names))} compiled module(s)"
 
 
 def code_state(proxy_python: str | None = None) -> dict[str, Any]:

@@ -138,3 +138,11 @@ def test_workers_are_counted_together(tmp_path: Path) -> None:
     # the supervisor itself idles: the CPU counted is its workers'
     assert scenario["proxy"]["watched_cpu_s"] > 0.1
     assert "(2 worker(s))" in stdout
+
+
+def test_the_report_names_an_installed_build_and_its_compiled_modules() -> None:
+    from bench.run import installed_build
+
+    # the dev environment's install is editable: this tree, nothing compiled
+    assert installed_build(sys.executable) == f"{ROOT / 'proxy'}, 0 compiled module(s)"
+    assert installed_build("/nonexistent/python").startswith("unknown (")
