@@ -12,7 +12,11 @@ credential in a route's `Authorization: Basic` header).
 Sans-IO: `KeyMask.stream()` gives a `StreamMask` whose `feed(data)` returns
 the bytes safe to send now and holds back only a tail that could be the start
 of a key (a few bytes at most, and only when the tail looks like one);
-`flush()` returns what is held at the end. Nothing here does I/O.
+`flush()` returns what is held at the end. `KeyMask.deltas()` gives a
+`DeltaMask`, the same for the text of a chat-completion stream's deltas: a key
+the upstream splits across two deltas is in no one event whole, so it holds a
+delta's tail that could begin a key and sends it with that field's next delta,
+where the key is whole and masked. Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, quote_plus
+
+import orjson
 
 MASK = "[REDACTED]"
 _MASK_BYTES = MASK.encode()
@@ -81,7 +87,7 @@ def encoded_forms(key: str) -> set[str]:
 class KeyMask:
     """The set of keys to mask; immutable, shared by every request."""
 
-    __slots__ = ("_keys", "_text_keys")
+    __slots__ = ("_keys", "_tails", "_text_keys")
 
     def __init__(self, keys: Iterable[str]) -> None:
         # longest first, so a key that contains another is masked whole
@@ -89,6 +95,7 @@ class KeyMask:
         text = sorted(forms, key=len, reverse=True)
         self._text_keys = tuple(text)
         self._keys = tuple(k.encode("utf-8") for k in text)
+        self._tails = _value_tails(self._keys)
 
     @classmethod
     def of(cls, keys: Iterable[str]) -> KeyMask | None:
@@ -123,6 +130,9 @@ class KeyMask:
 
     def stream(self) -> StreamMask:
         return StreamMask(self._keys)
+
+    def deltas(self) -> DeltaMask:
+        return DeltaMask(self._text_keys, self._tails)
 
 
 class StreamMask:
@@ -164,4 +174,177 @@ class StreamMask:
                     cut = at
                     break
                 at = data.find(first, at + 1)
+        return cut
+
+
+# the delta fields whose text a client joins (reasoning in its shapes, the answer)
+_DELTA_TEXT = ("reasoning_content", "reasoning", "content", "refusal")
+_EVENT_END = b"\n\n"
+
+
+_NESTED = 48  # bytes of a key the pattern follows one by one; past them, its start alone
+
+
+def _value_tails(keys: tuple[bytes, ...]) -> re.Pattern[bytes]:
+    """Where a JSON string value may end with the start of a key: some key's
+    first bytes (as written in JSON: the forms are the key as its encoders
+    write it), then a closing quote that no colon follows (a value, not a
+    field name). One nested pattern per form, `a(?:b(?:c)?)?"`; a key's first
+    `_NESTED` bytes anywhere match too (a longer start of a long key)."""
+    forms = []
+    for key in keys:
+        pattern = b""
+        for byte in reversed(key[:_NESTED]):
+            pattern = re.escape(bytes([byte])) + (b"(?:" + pattern + b")?" if pattern else b"")
+        forms.append(pattern)
+    ends = b"(?:" + b"|".join(forms) + b')"(?!\\s*:)'
+    long = [re.escape(key[:_NESTED]) for key in keys if len(key) > _NESTED]
+    return re.compile(b"|".join([ends, *long]))
+
+
+class DeltaMask:
+    """Masks keys split across the text deltas of a chat-completion stream.
+
+    Each chunk is JSON of its own, so a key the upstream splits across two
+    deltas is whole in no event, and `StreamMask` (which reads the bytes)
+    cannot see it; a client joining the deltas would. `feed()` takes whole
+    SSE events (the normalizer's output) and holds back, per choice, the tail
+    of a delta's last text field that could begin a key; that field's next
+    delta gets it in front, so the key is whole there and masked. What is
+    held goes out before anything else of its choice: a delta of another
+    field, a tool call or a finish reason each come after it (in a chunk of
+    its own, made like the stream's last chunk), and so do `[DONE]`, an
+    error event and the end (`flush()`). A chunk with a finish reason or
+    a tool call holds nothing back. Events that need no change go out as
+    they came, and without a JSON parse when no string value in them ends
+    like a key begins."""
+
+    __slots__ = ("_held", "_keys", "_last", "_rest", "_tails")
+
+    def __init__(self, keys: tuple[str, ...], tails: re.Pattern[bytes]) -> None:
+        self._keys = keys
+        self._tails = tails
+        self._held: dict[int, tuple[str, str]] = {}  # choice index -> (field, text)
+        self._last: dict[str, Any] | None = None  # the latest chunk, a held text's frame
+        self._rest = b""  # an event not yet ended (the normalizer sends none)
+
+    def feed(self, data: bytes) -> bytes:
+        if self._rest:
+            data = self._rest + data
+        elif not self._held and self._tails.search(data) is None:
+            return data  # the usual read: one scan, no event looked at
+        blocks = data.split(_EVENT_END)
+        self._rest = blocks.pop()  # b"" when `data` ends with its last event
+        out: list[bytes] = []
+        changed = False
+        for block in blocks:
+            if block[:7] == b"data: {" and b"\n" not in block:
+                if not self._held and self._tails.search(block, block.find(b'"choices"')) is None:
+                    out += (block, _EVENT_END)  # no text in it can end like a key begins
+                    continue
+                before = len(out)
+                new = self._chunk(block[6:], out)
+                changed = changed or len(out) > before  # held text went before it
+                if new is not None:
+                    out.append(new)
+                    changed = True
+                    continue
+            elif block[:1] != b":" and self._held:  # [DONE], an error event: held text first
+                out.append(self._release())
+                changed = True
+            out += (block, _EVENT_END)
+        if not changed:
+            return data[: len(data) - len(self._rest)] if self._rest else data
+        return b"".join(out)
+
+    def flush(self) -> bytes:
+        rest, self._rest = self._rest, b""
+        return self._release() + rest
+
+    def _chunk(self, payload: bytes, out: list[bytes]) -> bytes | None:
+        """The event for a chunk when it changed (None: as it came); a held
+        text that goes before it is added to `out`."""
+        try:
+            obj = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            obj = None
+        if type(obj) is not dict:
+            return None
+        choices = obj.get("choices")
+        if type(choices) is not list or not choices:
+            if self._held:  # the usage chunk: what was held comes before it
+                out.append(self._release())
+            return None
+        self._last = obj
+        edited = False
+        for choice in choices:
+            if type(choice) is not dict:
+                continue
+            index = choice.get("index", 0)
+            index = index if type(index) is int else 0
+            delta = choice.get("delta")
+            if type(delta) is not dict:
+                delta = {}
+            held = self._held.pop(index, None)
+            if held is not None:
+                field, text = held
+                now = delta.get(field)
+                if type(now) is str:
+                    delta[field] = self._masked(text + now)
+                    edited = True
+                else:  # another field comes first: the held text goes before it
+                    out.append(self._frame(index, field, text))
+            if choice.get("finish_reason") is not None or "tool_calls" in delta:
+                continue
+            if "function_call" in delta:
+                continue
+            last = None
+            for name, value in delta.items():
+                if name in _DELTA_TEXT and type(value) is str:
+                    last = name
+            if last is None:
+                continue
+            text = self._masked(delta[last])
+            cut = self._partial_at(text)
+            if cut < len(text):
+                self._held[index] = (last, text[cut:])
+                delta[last] = text[:cut]
+                edited = True
+            elif text is not delta[last]:
+                delta[last] = text
+                edited = True
+        return b"data: " + orjson.dumps(obj) + _EVENT_END if edited else None
+
+    def _release(self) -> bytes:
+        """Everything held, each as a chunk of its own."""
+        held, self._held = self._held, {}
+        return b"".join(self._frame(index, field, text) for index, (field, text) in held.items())
+
+    def _frame(self, index: int, field: str, text: str) -> bytes:
+        """A chunk carrying `text` in `field` of choice `index`, framed like
+        the latest chunk (its id, model, created)."""
+        last = self._last or {"object": "chat.completion.chunk"}
+        chunk = {k: v for k, v in last.items() if k != "choices" and k != "usage"}
+        chunk["choices"] = [{"index": index, "delta": {field: text}, "finish_reason": None}]
+        return b"data: " + orjson.dumps(chunk) + _EVENT_END
+
+    def _masked(self, text: str) -> str:
+        for key in self._keys:
+            if key in text:
+                text = text.replace(key, MASK)
+        return text
+
+    def _partial_at(self, text: str) -> int:
+        """Where the longest tail of `text` that begins some key starts
+        (len(text) when no tail does)."""
+        size = len(text)
+        cut = size
+        for key in self._keys:
+            first = key[:1]
+            at = text.find(first, max(0, size - len(key) + 1))
+            while 0 <= at < cut:
+                if key.startswith(text[at:]):
+                    cut = at
+                    break
+                at = text.find(first, at + 1)
         return cut

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -104,3 +106,151 @@ def test_a_key_is_also_masked_as_encoders_write_it() -> None:
         assert out == MASK.encode(), form
     # most API keys read the same in every encoding: one form, no extra cost
     assert encoded_forms("sk-plain_key.0123~") == {"sk-plain_key.0123~"}
+
+
+def _chunk(delta: dict[str, object], finish: str | None = None, index: int = 0) -> bytes:
+    choice = {"index": index, "delta": delta, "finish_reason": finish}
+    body = {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def _read(wire: bytes) -> list[tuple[int, str, str]]:
+    """(choice, field, text) of every text delta, in order; [DONE] as (-1, "done", "")."""
+    out = []
+    for block in wire.split(b"\n\n"):
+        if block == b"data: [DONE]":
+            out.append((-1, "done", ""))
+        elif block.startswith(b"data: {"):
+            for choice in json.loads(block[6:])["choices"]:
+                for field, value in choice["delta"].items():
+                    if isinstance(value, str):
+                        out.append((choice["index"], field, value))
+                if choice.get("finish_reason"):
+                    out.append((choice["index"], "finish", choice["finish_reason"]))
+    return out
+
+
+def _joined(items: list[tuple[int, str, str]]) -> list[tuple[int, str, str]]:
+    """Runs of one choice and field joined, empty texts left out."""
+    runs: list[tuple[int, str, str]] = []
+    for index, field, text in items:
+        if runs and runs[-1][:2] == (index, field) and field not in ("finish", "done"):
+            runs[-1] = (index, field, runs[-1][2] + text)
+        elif text or field in ("finish", "done"):
+            runs.append((index, field, text))
+    return [r for r in runs if r[2] or r[1] in ("finish", "done")]
+
+
+def test_deltas_hold_a_possible_key_start_for_the_next_delta() -> None:
+    mask = KeyMask.of([KEY])
+    assert mask is not None
+    deltas = mask.deltas()
+    first = deltas.feed(_chunk({"content": "key=" + KEY[:6]}))
+    assert _read(first) == [(0, "content", "key=")]  # the key's start waits
+    second = deltas.feed(_chunk({"content": KEY[6:] + " ok"}))
+    assert _read(second) == [(0, "content", f"{MASK} ok")]
+    plain = _chunk({"content": "plain"}) + _chunk({"content": "text"})
+    assert deltas.feed(plain) is plain  # no value ends like a key begins: not parsed
+    assert deltas.flush() == b""
+
+
+def test_held_text_goes_out_before_another_field_a_finish_and_done() -> None:
+    mask = KeyMask.of([KEY])
+    assert mask is not None
+    deltas = mask.deltas()
+    wire = deltas.feed(_chunk({"reasoning_content": "think rk-"}) + _chunk({"content": "answer."}))
+    assert _read(wire) == [
+        (0, "reasoning_content", "think "),
+        (0, "reasoning_content", "rk-"),  # before the answer, in a chunk of its own
+        (0, "content", "answer."),
+    ]
+    wire = deltas.feed(_chunk({"content": " rk-ro"}) + _chunk({}, "stop") + b"data: [DONE]\n\n")
+    assert _read(wire) == [
+        (0, "content", " "),
+        (0, "content", "rk-ro"),
+        (0, "finish", "stop"),
+        (-1, "done", ""),
+    ]
+    assert wire.endswith(b"data: [DONE]\n\n")
+    wire = deltas.feed(_chunk({"content": "rk-r"})) + deltas.flush()
+    assert _read(wire) == [(0, "content", ""), (0, "content", "rk-r")]
+    # a held frame is the stream's own: same id and model
+    frame = json.loads(wire.split(b"\n\n")[1][6:])
+    assert (frame["id"], frame["model"], frame["object"]) == ("c1", "m", "chat.completion.chunk")
+
+
+def test_a_tool_call_or_a_finish_holds_nothing_back() -> None:
+    mask = KeyMask.of([KEY])
+    assert mask is not None
+    deltas = mask.deltas()
+    call = {"content": "rk-", "tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}
+    assert deltas.feed(_chunk(call)) == _chunk(call)
+    assert deltas.feed(_chunk({"content": "rk-"}, "stop")) == _chunk({"content": "rk-"}, "stop")
+    assert deltas.flush() == b""
+
+
+def test_choices_hold_apart_and_other_events_pass() -> None:
+    mask = KeyMask.of([KEY])
+    assert mask is not None
+    deltas = mask.deltas()
+    wire = deltas.feed(
+        _chunk({"content": "a " + KEY[:4]}, index=0)
+        + _chunk({"content": "b " + KEY[:9]}, index=1)
+        + b": keep-alive\n\n"
+        + _chunk({"content": KEY[4:]}, index=0)
+    )
+    assert _read(wire) == [(0, "content", "a "), (1, "content", "b "), (0, "content", MASK)]
+    assert b": keep-alive\n\n" in wire  # a comment releases nothing
+    usage = b'data: {"id":"c1","choices":[],"usage":{"total_tokens":3}}\n\n'
+    wire = deltas.feed(usage)
+    assert _read(wire) == [(1, "content", KEY[:9])]  # not a key after all: before the usage
+    assert wire.endswith(usage)
+    error = b'event: error\ndata: {"error":{"message":"x"}}\n\n'
+    assert deltas.feed(error) == error
+
+
+LONG = "eyJhbGciOi" + "Jxb2Rlc3Q" * 12  # a token longer than the pattern follows byte by byte
+_PIECES = ["plain ", KEY, "rk-", OTHER, "r", "k-route", "-secret-0123456789", " "]
+_PIECES += [LONG[:3], LONG[3:70], LONG[70:], "e"]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0, 1]),
+            st.sampled_from(["content", "reasoning_content", "reasoning"]),
+            st.lists(st.sampled_from(_PIECES), min_size=1, max_size=4),
+        ),
+        max_size=14,
+    ),
+    st.booleans(),
+)
+def test_any_split_of_deltas_masks_like_the_joined_text(
+    deltas_in: list[tuple[int, str, list[str]]], done: bool
+) -> None:
+    """Through both masks, as a stream is relayed: the client's joined texts,
+    per choice and field, in order, are what the upstream's joined texts are
+    masked; no key is whole in what it joins;
+    [DONE] stays last."""
+    mask = KeyMask.of([KEY, OTHER, LONG])
+    assert mask is not None
+    wire_in = b"".join(_chunk({field: "".join(parts)}, index=i) for i, field, parts in deltas_in)
+    if done:
+        wire_in += b"data: [DONE]\n\n"
+    deltas, stream = mask.deltas(), mask.stream()  # as the relay chains them
+    wire = b"".join(
+        stream.feed(deltas.feed(event + b"\n\n")) for event in wire_in.split(b"\n\n")[:-1]
+    )
+    wire += stream.feed(deltas.flush()) + stream.flush()
+    got, sent = _read(wire), _read(wire_in)
+    for choice in (0, 1):
+        mine = _joined([item for item in got if item[0] == choice])
+        want = _joined([item for item in sent if item[0] == choice])
+        assert mine == [(i, f, mask.text(t)) for i, f, t in want]
+        for _, _, text in mine:
+            assert KEY not in text
+            assert OTHER not in text
+            assert LONG not in text
+    assert [item for item in got if item[0] == -1] == ([(-1, "done", "")] if done else [])
+    if done:
+        assert got[-1] == (-1, "done", "")

@@ -186,6 +186,8 @@ class Door(TracedEndpoint):
     ) -> None:
         rt = self.rt
         normalizer = state.reader = StreamNormalizer(options)
+        if rt.key_mask is not None:
+            state.holding = rt.key_mask.deltas()
         if rt.live.active:
             normalizer.watch()
             self._watch(ex)
@@ -344,6 +346,8 @@ class Door(TracedEndpoint):
         if state.reader is not None:
             failure = StreamFailure("server_shutting_down", error.message, error.type)
             out = state.reader.abort(failure)
+            if state.holding is not None:
+                out = state.holding.feed(out) + state.holding.flush()
             if state.encoder is not None:
                 out = state.encoder.feed(out) + state.encoder.flush()
         if state.started:

@@ -26,7 +26,7 @@ from proxy.api.failures import FAILURE_KIND, read_failure
 from proxy.api.trace import Trace
 from proxy.errors import upstream_error_body
 from proxy.exchange import Exchange
-from proxy.keymask import KeyMask
+from proxy.keymask import DeltaMask, KeyMask
 from proxy.reasoning.blocks import Turn
 from proxy.reasoning.normalizer import DONE, OPEN, StreamFailure, error_body
 from proxy.reasoning.tap import Tap
@@ -100,13 +100,16 @@ class Progress(DisconnectWatch):
     """How far a response got, shared with the watch on the client: once
     `complete`, a disconnect no longer cancels the work after it."""
 
-    __slots__ = ("encoder", "reader", "started")
+    __slots__ = ("encoder", "holding", "reader", "started")
 
     def __init__(self, receive: Receive, encoder: Encoder | None = None) -> None:
         super().__init__(receive)
         self.started = False
         self.reader: StreamReader | None = None
         self.encoder = encoder  # the door's wire, when it is not chat completions
+        # the reader's text deltas, holding a tail that could begin a route key
+        # (a chat-completion stream's, when route keys are configured)
+        self.holding: DeltaMask | None = None
 
     def turn(self) -> Turn | None:
         return self.reader.turn() if self.reader is not None else None
@@ -157,6 +160,7 @@ class StreamRelay:
         send: Send = trace.send
         masking = self.mask.stream() if self.mask is not None else None
         encoder = state.encoder
+        holding = state.holding
         read = response.read
         feed = reader.feed
         watcher = ex.watcher
@@ -189,6 +193,8 @@ class StreamRelay:
                             out = b"".join(held) + out
                         held = None
                         await self._start()
+                    if holding is not None:
+                        out = holding.feed(out)
                     if encoder is not None:
                         out = encoder.feed(out)
                     if out:
@@ -221,6 +227,8 @@ class StreamRelay:
             if held:
                 out = b"".join(held) + out
             await self._start()
+        if holding is not None:
+            out = holding.feed(out) + holding.flush()
         if encoder is not None:
             out = encoder.feed(out) + encoder.flush()
         if masking is not None:
