@@ -244,6 +244,13 @@ def start_servers(children: Children, args: argparse.Namespace) -> Servers:
     wait_http(f"http://127.0.0.1:{up_port}/health", upstream, children, "upstream", READY_TIMEOUT)
     direct_url = f"http://127.0.0.1:{up_port}/v1"
     serve = ["serve", "--upstream", direct_url, "--port", str(proxy_port)]
+    if args.route_key:
+        # the route as --upstream makes it, with a key: the proxy masks the
+        # key wherever the upstream could quote it (streams: DeltaMask)
+        config = children.log_dir / "route-key.json"  # (YAML reads JSON)
+        route = {"name": "bench", "models": ["*"], "upstream": direct_url}
+        config.write_text(json.dumps({"routes": [{**route, "api_key": args.route_key}]}))
+        serve = ["serve", "--config", str(config), "--port", str(proxy_port)]
     serve += ["--log-level", args.log_level]
     if args.workers > 1:
         serve += ["--workers", str(args.workers)]
@@ -601,6 +608,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--workers", type=int, default=1, help="proxy worker processes (CPU counted over all)"
+    )
+    parser.add_argument(
+        "--route-key",
+        metavar="KEY",
+        help="give the proxy's route this upstream key (the cost of masking it in answers)",
     )
     parser.add_argument(
         "--load-cores", default="1", help="taskset -c list for upstream and load generator"

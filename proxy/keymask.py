@@ -87,7 +87,7 @@ def encoded_forms(key: str) -> set[str]:
 class KeyMask:
     """The set of keys to mask; immutable, shared by every request."""
 
-    __slots__ = ("_keys", "_tails", "_text_keys")
+    __slots__ = ("_keys", "_starts", "_tails", "_text_keys")
 
     def __init__(self, keys: Iterable[str]) -> None:
         # longest first, so a key that contains another is masked whole
@@ -96,6 +96,7 @@ class KeyMask:
         self._text_keys = tuple(text)
         self._keys = tuple(k.encode("utf-8") for k in text)
         self._tails = _value_tails(self._keys)
+        self._starts = _key_starts(self._keys)
 
     @classmethod
     def of(cls, keys: Iterable[str]) -> KeyMask | None:
@@ -132,7 +133,7 @@ class KeyMask:
         return StreamMask(self._keys)
 
     def deltas(self) -> DeltaMask:
-        return DeltaMask(self._text_keys, self._tails)
+        return DeltaMask(self._text_keys, self._tails, self._starts)
 
 
 class StreamMask:
@@ -182,6 +183,23 @@ _DELTA_TEXT = ("reasoning_content", "reasoning", "content", "refusal")
 _EVENT_END = b"\n\n"
 
 
+def _key_starts(keys: tuple[bytes, ...]) -> tuple[re.Pattern[bytes], ...]:
+    """Per first byte of the keys, where a JSON string value may end with a
+    key's start: that byte, then the quote that ends a value (`s",`, `s"}`,
+    `s"]`, `s" `: a one-byte start) or a second byte of a key beginning with it (a
+    longer start). A plain byte first, so the regex engine skips ahead to it;
+    one pattern per first byte, as an alternation of several would not."""
+    seconds: dict[bytes, set[bytes]] = {}
+    for key in keys:
+        seconds.setdefault(key[:1], set()).add(key[1:2])
+    return tuple(
+        re.compile(
+            re.escape(first) + b'(?:"[,}\\] \t]|[' + b"".join(map(re.escape, sorted(more))) + b"])"
+        )
+        for first, more in sorted(seconds.items())
+    )
+
+
 _NESTED = 48  # bytes of a key the pattern follows one by one; past them, its start alone
 
 
@@ -219,43 +237,73 @@ class DeltaMask:
     they came, and without a JSON parse when no string value in them ends
     like a key begins."""
 
-    __slots__ = ("_held", "_keys", "_last", "_rest", "_tails")
+    __slots__ = ("_held", "_keys", "_last", "_rest", "_starts", "_tails")
 
-    def __init__(self, keys: tuple[str, ...], tails: re.Pattern[bytes]) -> None:
+    def __init__(
+        self,
+        keys: tuple[str, ...],
+        tails: re.Pattern[bytes],
+        starts: tuple[re.Pattern[bytes], ...],
+    ) -> None:
         self._keys = keys
-        self._tails = tails
+        self._tails = tails  # exact, for one event
+        self._starts = starts  # quick, for a read: see `_candidate`
         self._held: dict[int, tuple[str, str]] = {}  # choice index -> (field, text)
         self._last: dict[str, Any] | None = None  # the latest chunk, a held text's frame
         self._rest = b""  # an event not yet ended (the normalizer sends none)
 
     def feed(self, data: bytes) -> bytes:
         if self._rest:
-            data = self._rest + data
-        elif not self._held and self._tails.search(data) is None:
-            return data  # the usual read: one scan, no event looked at
-        blocks = data.split(_EVENT_END)
-        self._rest = blocks.pop()  # b"" when `data` ends with its last event
+            data, self._rest = self._rest + data, b""
+        last = data.rfind(_EVENT_END) + 2
+        if last < len(data):  # an event not yet ended waits for its end
+            if last < 2:
+                self._rest = data
+                return b""
+            data, self._rest = data[:last], data[last:]
+        if not self._held and self._candidate(data, 0) < 0:
+            return data  # the usual read: a few scans, no event looked at
         out: list[bytes] = []
-        changed = False
-        for block in blocks:
-            if block[:7] == b"data: {" and b"\n" not in block:
-                if not self._held and self._tails.search(block, block.find(b'"choices"')) is None:
-                    out += (block, _EVENT_END)  # no text in it can end like a key begins
-                    continue
-                before = len(out)
+        pos = 0
+        size = len(data)
+        while pos < size:
+            if self._held:  # every event, until what is held goes out
+                start = pos
+            else:  # only the events where a value may end like a key begins
+                found = self._candidate(data, pos)
+                if found < 0:
+                    break
+                before = data.rfind(_EVENT_END, pos, found)
+                start = before + 2 if before >= 0 else pos
+                out.append(data[pos:start])
+            end = data.find(_EVENT_END, start)
+            self._event(data[start:end], out)
+            pos = end + 2
+        out.append(data[pos:])
+        return b"".join(out)
+
+    def _candidate(self, data: bytes, pos: int) -> int:
+        """Where, from `pos` on, a string value may end with a key's start
+        (-1: nowhere); one quick scan per first byte of the keys, cheaper over
+        a whole read than the exact pattern (`_key_starts`)."""
+        best = -1
+        for start in self._starts:
+            found = start.search(data, pos)
+            if found is not None and (best < 0 or found.start() < best):
+                best = found.start()
+        return best
+
+    def _event(self, block: bytes, out: list[bytes]) -> None:
+        """Add one event to `out`, and before it what held text must precede it."""
+        if block[:7] == b"data: {" and b"\n" not in block:
+            if self._held or self._tails.search(block, block.find(b'"choices"')) is not None:
                 new = self._chunk(block[6:], out)
-                changed = changed or len(out) > before  # held text went before it
                 if new is not None:
                     out.append(new)
-                    changed = True
-                    continue
-            elif block[:1] != b":" and self._held:  # [DONE], an error event: held text first
-                out.append(self._release())
-                changed = True
-            out += (block, _EVENT_END)
-        if not changed:
-            return data[: len(data) - len(self._rest)] if self._rest else data
-        return b"".join(out)
+                    return
+        elif block[:1] != b":" and self._held:  # [DONE], an error event: held text first
+            out.append(self._release())
+        out += (block, _EVENT_END)
 
     def flush(self) -> bytes:
         rest, self._rest = self._rest, b""

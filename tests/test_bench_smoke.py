@@ -146,3 +146,14 @@ def test_the_report_names_an_installed_build_and_its_compiled_modules() -> None:
     # the dev environment's install is editable: this tree, nothing compiled
     assert installed_build(sys.executable) == f"{ROOT / 'proxy'}, 0 compiled module(s)"
     assert installed_build("/nonexistent/python").startswith("unknown (")
+
+
+def test_a_keyed_route_is_measured_too(tmp_path: Path) -> None:
+    result, _stdout = _run_bench(
+        tmp_path,
+        *("--route-key", "sk-bench-route-key-0123456789", "--only", "stream"),
+        *("--duration", "1", "--warmup", "0.2", "--concurrency", "2"),
+    )
+    (scenario,) = result["scenarios"]
+    assert scenario["proxy"]["requests"] > 0
+    assert scenario["proxy"]["errors"] == {}

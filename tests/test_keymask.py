@@ -108,10 +108,13 @@ def test_a_key_is_also_masked_as_encoders_write_it() -> None:
     assert encoded_forms("sk-plain_key.0123~") == {"sk-plain_key.0123~"}
 
 
-def _chunk(delta: dict[str, object], finish: str | None = None, index: int = 0) -> bytes:
+def _chunk(
+    delta: dict[str, object], finish: str | None = None, index: int = 0, compact: bool = False
+) -> bytes:
     choice = {"index": index, "delta": delta, "finish_reason": finish}
     body = {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
+    text = json.dumps(body, separators=(",", ":") if compact else None)
+    return b"data: " + text.encode() + b"\n\n"
 
 
 def _read(wire: bytes) -> list[tuple[int, str, str]]:
@@ -224,9 +227,11 @@ _PIECES += [LONG[:3], LONG[3:70], LONG[70:], "e"]
         max_size=14,
     ),
     st.booleans(),
+    st.lists(st.integers(min_value=0, max_value=4000), max_size=10),
+    st.booleans(),
 )
 def test_any_split_of_deltas_masks_like_the_joined_text(
-    deltas_in: list[tuple[int, str, list[str]]], done: bool
+    deltas_in: list[tuple[int, str, list[str]]], done: bool, cuts: list[int], compact: bool
 ) -> None:
     """Through both masks, as a stream is relayed: the client's joined texts,
     per choice and field, in order, are what the upstream's joined texts are
@@ -234,13 +239,18 @@ def test_any_split_of_deltas_masks_like_the_joined_text(
     [DONE] stays last."""
     mask = KeyMask.of([KEY, OTHER, LONG])
     assert mask is not None
-    wire_in = b"".join(_chunk({field: "".join(parts)}, index=i) for i, field, parts in deltas_in)
+    wire_in = b"".join(
+        _chunk({field: "".join(parts)}, index=i, compact=compact) for i, field, parts in deltas_in
+    )
     if done:
         wire_in += b"data: [DONE]\n\n"
     deltas, stream = mask.deltas(), mask.stream()  # as the relay chains them
-    wire = b"".join(
-        stream.feed(deltas.feed(event + b"\n\n")) for event in wire_in.split(b"\n\n")[:-1]
-    )
+    # reads of several events, and events cut anywhere
+    points = [*sorted({min(c, len(wire_in)) for c in cuts}), len(wire_in)]
+    wire, start = b"", 0
+    for point in points:
+        wire += stream.feed(deltas.feed(wire_in[start:point]))
+        start = point
     wire += stream.feed(deltas.flush()) + stream.flush()
     got, sent = _read(wire), _read(wire_in)
     for choice in (0, 1):
@@ -254,3 +264,16 @@ def test_any_split_of_deltas_masks_like_the_joined_text(
     assert [item for item in got if item[0] == -1] == ([(-1, "done", "")] if done else [])
     if done:
         assert got[-1] == (-1, "done", "")
+
+
+def test_an_event_split_across_feeds_waits_for_its_end() -> None:
+    mask = KeyMask.of([KEY])
+    assert mask is not None
+    deltas = mask.deltas()
+    event = _chunk({"content": "say rk-ro"})
+    assert deltas.feed(event[:10]) == b""
+    assert deltas.feed(event[10:-1]) == b""
+    wire = deltas.feed(event[-1:] + _chunk({"content": "ute-secret-0123456789!"}))
+    assert _joined(_read(wire)) == [(0, "content", f"say {MASK}!")]
+    assert deltas.feed(b"data: [DO") == b""
+    assert deltas.flush() == b"data: [DO"  # an unended event at the end goes as it came
