@@ -411,3 +411,38 @@ def test_malformed_input_is_a_400_naming_the_field(body: dict[str, Any], param: 
         chat(body)
     assert info.value.param == param
     assert info.value.status == 400
+
+
+def test_item_references_are_resolved_from_stored_items() -> None:
+    from proxy.doors.responses.items import items_by_id, references, resolved, response_of
+    from proxy.errors import BadRequest
+
+    record = {
+        "input": [{"role": "user", "content": "Hi"}],
+        "response": {
+            "id": "resp_abc123",
+            "output": [{"type": "message", "id": "msg_abc123_0", "role": "assistant"}],
+        },
+    }
+    found = items_by_id([record])
+    question_id = next(k for k, v in found.items() if v.get("content") == "Hi")
+    assert question_id.startswith("msg_")  # the id input_items lists for it
+    items = [
+        {"type": "item_reference", "id": question_id},
+        {"type": "item_reference", "id": "msg_abc123_0"},
+        {"role": "user", "content": "More"},
+    ]
+    assert references(items) == [question_id, "msg_abc123_0"]
+    assert references("just text") == []
+    assert resolved(items, found) == [
+        {"role": "user", "content": "Hi"},
+        {"type": "message", "id": "msg_abc123_0", "role": "assistant"},
+        {"role": "user", "content": "More"},
+    ]
+    assert response_of("msg_abc123_0") == "resp_abc123"
+    assert response_of("fc_abc123_12") == "resp_abc123"
+    assert response_of("msg_abc123") is None  # not an output id
+    assert response_of("resp_abc123") is None
+    with pytest.raises(BadRequest) as bad:
+        resolved([{"type": "item_reference", "id": "msg_gone_0"}], found)
+    assert (bad.value.param, bad.value.code) == ("input", "item_not_found")

@@ -4,14 +4,15 @@
 A request to a route whose upstream speaks chat completions (`api: chat`,
 the default) is translated (`proxy.doors.responses`): its input items, with
 those of the stored responses its `previous_response_id` names first,
-become chat messages; reasoning a client sends back inside an
-`encrypted_content` envelope is opened (another tenant's, a forged or an
-unknown one is ignored, counted and logged) and goes back in the assistant
-message's `reasoning_content`, with the upstream's own artefacts, so the
-usual egress writes it in the route's dialect. `reasoning.effort` is the
-effort control, as `X-Reasoning-Effort` (the header wins). The planned
-exchange then runs the one path, and the door's encoder turns the
-normalized chat output into Responses events or a Response object.
+become chat messages (an `item_reference` is the stored item it names);
+reasoning a client sends back inside an `encrypted_content` envelope is
+opened (another tenant's, a forged or an unknown one is ignored, counted
+and logged) and goes back in the assistant message's `reasoning_content`,
+with the upstream's own artefacts, so the usual egress writes it in the
+route's dialect. `reasoning.effort` is the effort control, as
+`X-Reasoning-Effort` (the header wins). The planned exchange then runs the
+one path, and the door's encoder turns the normalized chat output into
+Responses events or a Response object.
 
 With `store` (the API's default), the Response is kept in the store, per
 tenant, before the client gets its last byte (so a client that continues
@@ -59,7 +60,15 @@ from proxy.api.native import forward_native
 from proxy.api.relay import Progress
 from proxy.api.trace import Trace, TracedEndpoint
 from proxy.doors.responses.encoder import ResponsesEncoder
-from proxy.doors.responses.items import chain_items, page, page_params
+from proxy.doors.responses.items import (
+    chain_items,
+    items_by_id,
+    page,
+    page_params,
+    references,
+    resolved,
+    response_of,
+)
 from proxy.doors.responses.native import NativeResponses, native_request
 from proxy.doors.responses.objects import Echo
 from proxy.doors.responses.request import (
@@ -170,7 +179,15 @@ class ResponsesEndpoint(Door):
     ) -> tuple[Exchange, Translation]:
         """The request (its previous_response_id chain first) translated to
         chat and planned as a chat completion. `counting`: for its tokens only."""
-        prior = await self._history(tenant, options.previous_response_id)
+        chain = await self._chain(tenant, options.previous_response_id)
+        prior: list[Any] = []
+        for record in reversed(chain):
+            prior += record.get("input") or []
+            prior += (record.get("response") or {}).get("output") or []
+        wanted = references(body.get("input"))
+        if wanted:
+            found = await self._referenced(tenant, wanted, chain)
+            body = {**body, "input": resolved(body["input"], found)}
         translation = translate(body, prior, lambda token: self._open(tenant, token))
         payload = orjson.dumps(translation.payload)
 
@@ -268,9 +285,8 @@ class ResponsesEndpoint(Door):
         except (TimeoutError, StoreFailure) as exc:
             self.rt.health.failed("responses", exc)
 
-    async def _history(self, tenant: str, previous: str | None) -> list[Any]:
-        """The input and output items of the stored responses a
-        `previous_response_id` chain names, oldest first."""
+    async def _chain(self, tenant: str, previous: str | None) -> list[dict[str, Any]]:
+        """The stored records a `previous_response_id` chain names, newest first."""
         limit = self.rt.config.store.max_turns_per_conversation
         chain, broken = await load_chain(self.rt, tenant, previous, limit)
         if broken:
@@ -280,11 +296,25 @@ class ResponsesEndpoint(Door):
                 param="previous_response_id",
                 code="previous_response_not_found",
             )
-        items: list[Any] = []
-        for record in reversed(chain):
-            items += record.get("input") or []
-            items += (record.get("response") or {}).get("output") or []
-        return items
+        return chain
+
+    async def _referenced(
+        self, tenant: str, wanted: list[str], chain: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The stored items that `item_reference`s name, by id: the items of
+        the request's chain, and the output items of the tenant's stored
+        responses that the ids name."""
+        found = items_by_id(chain)
+        loaded: set[str] = set()
+        for item_id in wanted:
+            response_id = response_of(item_id)
+            if item_id in found or response_id is None or response_id in loaded:
+                continue
+            loaded.add(response_id)
+            record = await load_response(self.rt, tenant, response_id)
+            if record is not None:
+                found.update(items_by_id([record]))
+        return found
 
     def _open(self, tenant: str, token: Any) -> Sealed | None:
         sealed = self.rt.sealer.open(tenant, token)

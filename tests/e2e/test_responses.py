@@ -513,6 +513,76 @@ def test_input_items_list_what_a_response_was_made_from(
     ]
 
 
+def test_item_references_bring_back_the_stored_items_they_name(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    """A client that keeps only ids (`item_reference`) gets the stored items
+    in their place: a response's reasoning, call and answer by their output
+    ids, and an item of the request's chain by the id its input list shows."""
+    sdk = client(proxy)
+    first, second = call_then_continue(sdk, upstream)
+    question = sdk.responses.input_items.list(second.id, order="asc").data[0]
+    reasoning, call = first.output[0], first.output[1]
+    assert call.type == "function_call"
+    upstream.script(completion("Still 18 C."))
+    third = sdk.responses.create(
+        model="m",
+        previous_response_id=second.id,
+        input=[
+            {"type": "item_reference", "id": question.id},
+            {"type": "item_reference", "id": reasoning.id},
+            {"type": "item_reference", "id": call.id},
+            {"type": "function_call_output", "call_id": call.call_id, "output": "18 C"},
+            {"type": "item_reference", "id": second.output[-1].id},
+            {"role": "user", "content": "And now?"},
+        ],
+        tools=[WEATHER_TOOL],
+    )
+    assert third.output_text == "Still 18 C."
+    sent = upstream.chat_requests()[2].json["messages"]
+    # the chain (user, assistant call, tool, assistant answer), then the referenced items
+    assert [m["role"] for m in sent[4:]] == ["user", "assistant", "tool", "assistant", "user"]
+    assert sent[4]["content"] == "Weather in Paris?"
+    assert sent[5]["reasoning_content"] == "I need the weather."
+    assert sent[5]["tool_calls"][0]["id"] == call.call_id
+    assert sent[7]["content"] == "18 C."
+    assert "x-proxy-dropped-fields" not in upstream.chat_requests()[2].headers
+    # kept as sent: its input lists the items themselves
+    listed = sdk.responses.input_items.list(third.id, order="asc").data
+    assert [item.type for item in listed[-6:]] == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "message",
+        "message",
+    ]
+
+
+def test_an_item_reference_to_nothing_stored_is_a_400(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    upstream.script(completion("Hi.", reasoning="A greeting."), completion("Hi again."))
+    sdk = client(proxy)
+    kept = sdk.responses.create(model="m", input="Hi")
+    unkept = sdk.responses.create(model="m", input="Hi", store=False)
+    before = len(upstream.chat_requests())
+    for key, item_id in (
+        (KEY, "msg_unknown_0"),
+        (KEY, unkept.output[-1].id),  # store: false keeps nothing to name
+        ("sk-test-bob", kept.output[-1].id),  # another tenant's: the same
+        (KEY, "not-an-id"),
+    ):
+        with pytest.raises(openai.BadRequestError) as bad:
+            client(proxy, key=key).responses.create(
+                model="m", input=[{"type": "item_reference", "id": item_id}]
+            )
+        body: Any = bad.value.body
+        assert (body["param"], body["code"]) == ("input", "item_not_found")
+        assert item_id in body["message"]
+    assert len(upstream.chat_requests()) == before  # nothing went upstream
+
+
 def test_store_false_keeps_no_response_but_keeps_the_turn(
     proxy: ProxyServer, upstream: FakeUpstream
 ) -> None:

@@ -340,11 +340,11 @@ def test_input_that_is_all_dropped_parts_is_a_400_naming_them(
             instructions="Be brief.",
             input=[
                 {"role": "user", "content": [{"type": "input_file", "file_id": "file-abc"}]},
-                {"type": "item_reference", "id": "msg_1"},
+                {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {}},
             ],
         )
     body: Any = caught.value.body
     assert (body["param"], body["code"]) == ("input", "invalid_input")
     assert "input_file" in body["message"]
-    assert "item_reference" in body["message"]
+    assert "web_search_call" in body["message"]
     assert upstream.chat_requests() == []

@@ -6,13 +6,19 @@ own input. Each listed item has an id: its own when the client sent one,
 else one made from the response that took it as input and its place there,
 so the same item has the same id on every call (pagination depends on it).
 A message whose content was a string shows it as one text part, as the API
-does. No I/O here: the door loads the records, this shapes and pages them.
+does.
+
+An `item_reference` input item names one of those items by id; `references`
+and `resolved` put the stored item in its place (a reference to an output
+item names its response: `msg_<stem>_<n>` is an item of `resp_<stem>`). No
+I/O here: the door loads the records, this shapes and pages them.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from proxy.errors import BadRequest
@@ -133,3 +139,62 @@ def _shown(item: Json, encrypted: bool) -> Json:
     if encrypted or "encrypted_content" not in item:
         return item
     return {k: v for k, v in item.items() if k != "encrypted_content"}
+
+
+# an output item's id, as the encoder writes it: <prefix>_<response id's stem>_<index>
+_OUTPUT_ID = re.compile(r"(?:rs|msg|fc|ctc)_([A-Za-z0-9]{1,100})_\d{1,6}")
+
+
+def references(items: Any) -> list[str]:
+    """The ids the `item_reference` items of `input` name, in order."""
+    if not isinstance(items, list):
+        return []
+    return [
+        item["id"]
+        for item in items
+        if isinstance(item, dict) and item.get("type") == "item_reference"
+        if isinstance(item.get("id"), str)
+    ]
+
+
+def response_of(item_id: str) -> str | None:
+    """The response an output item's id says it came from (None: no such id)."""
+    found = _OUTPUT_ID.fullmatch(item_id)
+    return f"resp_{found.group(1)}" if found else None
+
+
+def items_by_id(records: Iterable[Json]) -> dict[str, Json]:
+    """Every item of stored records (input and output) by its listed id,
+    as stored (not reshaped for listing)."""
+    found: dict[str, Json] = {}
+    for record in records:
+        response = record.get("response")
+        response = response if isinstance(response, dict) else {}
+        response_id = str(response.get("id") or "")
+        for index, item in enumerate(record.get("input") or []):
+            if isinstance(item, dict):
+                found[_listed(item, response_id, index)["id"]] = item
+        for item in response.get("output") or []:
+            if isinstance(item, dict) and isinstance(item.get("id"), str):
+                found[item["id"]] = item
+    return found
+
+
+def resolved(items: list[Any], found: dict[str, Json]) -> list[Any]:
+    """`items` with each `item_reference` replaced by the item it names; one
+    that names no stored item is a 400, as the API answers it."""
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, dict) and item.get("type") == "item_reference":
+            item_id = item.get("id")
+            if not isinstance(item_id, str) or item_id not in found:
+                raise BadRequest(
+                    f"Item with id {item_id!r} not found. Items are kept only by responses "
+                    "stored with `store: true` (and for the store's TTL): send the item "
+                    "itself, or leave it out.",
+                    param="input",
+                    code="item_not_found",
+                )
+            item = found[item_id]
+        out.append(item)
+    return out
