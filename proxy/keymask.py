@@ -16,7 +16,8 @@ of a key (a few bytes at most, and only when the tail looks like one);
 `DeltaMask`, the same for the text of a chat-completion stream's deltas: a key
 the upstream splits across two deltas is in no one event whole, so it holds a
 delta's tail that could begin a key and sends it with that field's next delta,
-where the key is whole and masked. Nothing here does I/O.
+where the key is whole and masked (the native doors' readers do the same
+for their own events with `KeyMask.split_tail`). Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -134,6 +135,14 @@ class KeyMask:
 
     def deltas(self) -> DeltaMask:
         return DeltaMask(self._text_keys, self._tails, self._starts)
+
+    def split_tail(self, text: str) -> tuple[str, str]:
+        """`text` masked, cut before its longest tail that could begin a key:
+        (what can go now, what must wait for the text that follows it). For
+        a stream's text deltas, one field at a time (the native doors')."""
+        text = self.text(text)
+        cut = _key_start(text, self._text_keys)
+        return text[:cut], text[cut:]
 
 
 class StreamMask:
@@ -383,16 +392,20 @@ class DeltaMask:
         return text
 
     def _partial_at(self, text: str) -> int:
-        """Where the longest tail of `text` that begins some key starts
-        (len(text) when no tail does)."""
-        size = len(text)
-        cut = size
-        for key in self._keys:
-            first = key[:1]
-            at = text.find(first, max(0, size - len(key) + 1))
-            while 0 <= at < cut:
-                if key.startswith(text[at:]):
-                    cut = at
-                    break
-                at = text.find(first, at + 1)
-        return cut
+        return _key_start(text, self._keys)
+
+
+def _key_start(text: str, keys: tuple[str, ...]) -> int:
+    """Where the longest tail of `text` that begins some key starts
+    (len(text) when no tail does)."""
+    size = len(text)
+    cut = size
+    for key in keys:
+        first = key[:1]
+        at = text.find(first, max(0, size - len(key) + 1))
+        while 0 <= at < cut:
+            if key.startswith(text[at:]):
+                cut = at
+                break
+            at = text.find(first, at + 1)
+    return cut

@@ -300,3 +300,50 @@ def test_the_request_gets_the_settings_and_loses_the_proxys_own_items() -> None:
     out, _ = native_request(body, settings, {"effort": "high"})
     assert out["reasoning"] == {"effort": "high"}  # a header wins
     assert body["reasoning"] == {"effort": "low"}  # the client's body is not changed
+
+
+ROUTE_KEY = "rk-route-secret-0123456789"
+_KEY_PIECES = ["plain ", ROUTE_KEY, "rk-", "r", "k-route", "-secret-0123456789"]
+_KEY_PIECES += ["<think>", "</think>"]
+
+
+@given(
+    st.lists(st.lists(st.sampled_from(_KEY_PIECES), min_size=1, max_size=3), max_size=8),
+    st.lists(st.integers(min_value=0, max_value=80), max_size=40),
+)
+def test_a_route_key_split_across_deltas_is_masked_in_what_a_client_joins(
+    deltas: list[list[str]], pieces: list[int]
+) -> None:
+    """With route keys to mask: what a client joins from each text's deltas
+    is the text masked (a tail that could begin a key waits for the next
+    delta, or goes out alone before any other event), at any split; the
+    events stay valid, their sequence numbers contiguous."""
+    from proxy.keymask import KeyMask
+
+    mask = KeyMask.of([ROUTE_KEY])
+    assert mask is not None
+    texts = ["".join(d) for d in deltas]
+    data = upstream_stream(texts)
+    out = events(run(NativeResponses(DEFAULT_TAG_SET, mask=mask), data, pieces))
+    plain = events(run(NativeResponses(DEFAULT_TAG_SET), data))
+    for kind in ("response.output_text.delta", "response.reasoning_summary_text.delta"):
+        joined = "".join(e["delta"] for e in out if e["type"] == kind)
+        unmasked = "".join(e["delta"] for e in plain if e["type"] == kind)
+        assert joined == mask.text(unmasked)
+        assert ROUTE_KEY not in joined
+    # everything else is as without a mask
+    others = [e["type"] for e in out if not e["type"].endswith("_text.delta")]
+    assert others == [e["type"] for e in plain if not e["type"].endswith("_text.delta")]
+
+
+def test_a_held_tail_goes_out_before_another_texts_delta() -> None:
+    from proxy.keymask import KeyMask
+
+    mask = KeyMask.of([ROUTE_KEY])
+    assert mask is not None
+    at = {"output_index": 0, "content_index": 0}
+    data = event("response.output_text.delta", item_id="msg_1", **at, delta="key rk-", logprobs=[])
+    data += event("response.output_text.delta", item_id="msg_2", **at, delta="other.", logprobs=[])
+    out = NativeResponses(DEFAULT_TAG_SET, mask=mask).feed(data)
+    texts = [(e["item_id"], e["delta"]) for e in events(out)]
+    assert texts == [("msg_1", "key "), ("msg_1", "rk-"), ("msg_2", "other.")]

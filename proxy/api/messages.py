@@ -192,7 +192,9 @@ class MessagesEndpoint(Door):
     async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
         if ex.route.api == "messages":
             reader = NativeReader(
-                self._sealer(ex.key.tenant), self.rt.config.limits.max_sse_line_bytes
+                self._sealer(ex.key.tenant),
+                self.rt.config.limits.max_sse_line_bytes,
+                mask=self.rt.key_mask,
             )
             await forward_native(self, ex, trace, state, reader, "/messages", error_body)
         else:

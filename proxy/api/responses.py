@@ -234,6 +234,7 @@ class ResponsesEndpoint(Door):
                 ex.route.tags,
                 hidden=not ex.settings.include_in_response,
                 max_line_bytes=self.rt.config.limits.max_sse_line_bytes,
+                mask=self.rt.key_mask,
             )
             await forward_native(self, ex, trace, state, reader, "/responses")
             return

@@ -190,6 +190,74 @@ def test_a_route_key_split_across_deltas_is_masked_in_what_the_client_joins(
     assert (reasoning, answer) == ("the link had key=[REDACTED] in it", "see ?key=[REDACTED]")
 
 
+def messages_split_stream(form: str) -> Stream:
+    """A Messages upstream's stream that splits `form` across two thinking
+    deltas and two text deltas."""
+
+    def ev(name: str, data: dict[str, Any]) -> bytes:
+        return (
+            b"event: " + name.encode() + b"\ndata: " + json.dumps({"type": name, **data}).encode()
+        )
+
+    def delta(index: int, kind: str, field: str, text: str) -> bytes:
+        return ev("content_block_delta", {"index": index, "delta": {"type": kind, field: text}})
+
+    cut = len(form) // 2
+    message = {
+        "id": "msg_up",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 2, "output_tokens": 1},
+    }
+    thinking = {"type": "thinking", "thinking": "", "signature": ""}
+    events = [
+        ev("message_start", {"message": message}),
+        ev("content_block_start", {"index": 0, "content_block": thinking}),
+        delta(0, "thinking_delta", "thinking", f"the link had key={form[:cut]}"),
+        delta(0, "thinking_delta", "thinking", f"{form[cut:]} in it"),
+        delta(0, "signature_delta", "signature", "sig-1"),
+        ev("content_block_stop", {"index": 0}),
+        ev("content_block_start", {"index": 1, "content_block": {"type": "text", "text": ""}}),
+        delta(1, "text_delta", "text", f"see ?key={form[:5]}"),
+        b'event: ping\ndata: {"type": "ping"}',
+        delta(1, "text_delta", "text", form[5:]),
+        ev("content_block_stop", {"index": 1}),
+        ev("message_delta", {"delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 9}}),
+        ev("message_stop", {}),
+    ]
+    return Stream([e + b"\n\n" for e in events], done=False, delay=0.02)
+
+
+@pytest.mark.parametrize("api", ["responses", "messages"])
+@pytest.mark.parametrize("spelling", ["as is", "percent"])
+def test_a_route_key_split_across_a_native_upstreams_deltas_is_masked(
+    upstream: FakeUpstream, api: str, spelling: str
+) -> None:
+    """The same through an upstream of the door's own API, whose events pass
+    as they came: the held tail goes in front of the same text's next delta,
+    or in a delta of its own before any other event."""
+    from tests.test_responses_native import upstream_stream
+
+    form = SPELLINGS[spelling]
+    with running_proxy(route_config(upstream, api=api, api_key=ROUTE_KEY)) as proxy:
+        if api == "responses":
+            pieces = ["see ?key=", form[:7], form[7:] + " ok", " rk"]
+            upstream.script(Stream([upstream_stream(pieces)], done=False))
+            reasoning, answer = joined_by("responses", proxy.url, proxy.base)
+            assert answer == "see ?key=[REDACTED] ok rk"  # "rk" began no key: it comes late
+        else:
+            upstream.script(messages_split_stream(form))
+            reasoning, answer = joined_by("messages", proxy.url, proxy.base)
+            assert (reasoning, answer) == (
+                "the link had key=[REDACTED] in it",
+                "see ?key=[REDACTED]",
+            )
+
+
 @pytest.mark.usefixtures("root_logging")
 def test_logged_bodies_carry_neither_key(
     upstream: FakeUpstream, capsys: pytest.CaptureFixture[str]

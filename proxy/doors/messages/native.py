@@ -12,7 +12,10 @@ thinking gets the stored one back (`unsigned_tool_turns` finds them,
 The response passes through with one change: each thinking block's
 signature becomes a sealed envelope of its text and the upstream's
 signature (`signature_delta` events are held until the block ends, then one
-carries the envelope). `NativeReader` reads the stream (or a whole Message)
+carries the envelope). With route keys to mask, a text or thinking delta's
+tail that could begin a key waits for the block's next delta (a key split
+across two deltas is then whole, and masked, in one), or goes out alone
+before any other event. `NativeReader` reads the stream (or a whole Message)
 into a Turn for the store: thinking blocks with their signatures, text,
 tool calls, stop reason and usage. Stream states: open until
 `message_stop` (done) or an `error` event (failed); an upstream that closes
@@ -32,6 +35,7 @@ import orjson
 from proxy.doors.messages.request import Opener
 from proxy.doors.messages.shapes import error_from_openai
 from proxy.history.egress import AssistantMessage
+from proxy.keymask import KeyMask
 from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall, Turn
 from proxy.reasoning.normalizer import StreamFailure
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong, encode_event
@@ -205,13 +209,23 @@ class _Block:
         return None
 
 
+# the text deltas a client joins, and their text field
+_TEXT_DELTAS = {"text_delta": "text", "thinking_delta": "thinking"}
+
+
 class NativeReader:
     """One Messages response from a Messages upstream, passed on with sealed
     signatures and read into a Turn (see the module docstring)."""
 
-    def __init__(self, seal: Seal, max_line_bytes: int = 1 << 22) -> None:
+    def __init__(
+        self, seal: Seal, max_line_bytes: int = 1 << 22, mask: KeyMask | None = None
+    ) -> None:
         self.seal = seal
         self.state = OPEN
+        # route keys: a text delta's tail that could begin one waits (`_delta`),
+        # as (block index, delta type, text field, text)
+        self._mask = mask
+        self._held: tuple[Any, str, str, str] | None = None
         self._decoder = SSEDecoder(max_line_bytes)
         self._blocks: dict[Any, _Block] = {}
         self._order: list[Any] = []
@@ -255,6 +269,8 @@ class NativeReader:
                 out.append(b":" + ev.text + b"\n\n")
                 continue
             assert isinstance(ev, SSEEvent)
+            if self._held is not None and ev.event != "ping" and not self._continues(ev):
+                out.append(self._unhold())
             out.append(self._event(ev))
             self._wrote = self._wrote or ev.event != "ping"
         return b"".join(out)
@@ -370,7 +386,7 @@ class NativeReader:
         elif kind == "content_block_delta" and isinstance(data.get("delta"), dict):
             block = self._blocks.get(data.get("index"))
             if block is not None:
-                return self._delta(block, data["delta"], passed)
+                return self._delta(block, data, passed)
         elif kind == "content_block_stop":
             block = self._blocks.get(data.get("index"))
             if block is not None and block.kind == "thinking":
@@ -395,7 +411,8 @@ class NativeReader:
             self.error = error.get("type") if isinstance(error, dict) else "upstream_error"
         return passed
 
-    def _delta(self, block: _Block, delta: Json, passed: bytes) -> bytes:
+    def _delta(self, block: _Block, data: Json, passed: bytes) -> bytes:
+        delta = data["delta"]
         kind = delta.get("type")
         if kind == "signature_delta":
             if isinstance(delta.get("signature"), str):
@@ -405,7 +422,53 @@ class NativeReader:
             value = delta.get(key)
             if isinstance(value, str):
                 block.text.append(value)
-        return passed
+        field = _TEXT_DELTAS.get(kind) if isinstance(kind, str) and self._mask else None
+        text = delta.get(field) if field is not None else None
+        if self._mask is None or field is None or not isinstance(text, str):
+            return passed
+        # A route key split across two deltas would be whole in what the client
+        # joins: a tail that could begin one waits for the block's next delta
+        # (`_run` sends it first when another event comes).
+        held, self._held = self._held, None
+        if held is not None:
+            text = held[3] + text
+        now, tail = self._mask.split_tail(text)
+        if tail:
+            self._held = (data.get("index"), str(kind), field, tail)
+        if held is None and not tail and now == delta[field]:
+            return passed
+        if not now:
+            return b""
+        return encode_event(
+            orjson.dumps({**data, "delta": {**delta, field: now}}), "content_block_delta"
+        )
+
+    def _continues(self, ev: SSEEvent) -> bool:
+        """`ev` is the next text delta of the block whose tail is held."""
+        assert self._held is not None
+        try:
+            data = orjson.loads(ev.data)
+        except orjson.JSONDecodeError:
+            return False
+        delta = data.get("delta") if isinstance(data, dict) else None
+        return (
+            isinstance(delta, dict)
+            and data.get("type") == "content_block_delta"
+            and data.get("index") == self._held[0]
+            and delta.get("type") == self._held[1]
+        )
+
+    def _unhold(self) -> bytes:
+        """What was held, as a delta of its own: it began no key after all."""
+        assert self._held is not None
+        index, kind, field, text = self._held
+        self._held = None
+        delta = {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": {"type": kind, field: text},
+        }
+        return encode_event(orjson.dumps(delta), "content_block_delta")
 
     def _fail(self, failure: StreamFailure) -> bytes:
         """The proxy ends the stream: an error event whose type follows the
@@ -418,4 +481,5 @@ class NativeReader:
         error = error_from_openai(
             {"type": failure.type, "message": failure.message, "code": failure.code}
         )
-        return encode_event(orjson.dumps(error), "error")
+        held = self._unhold() if self._held is not None else b""
+        return held + encode_event(orjson.dumps(error), "error")

@@ -17,7 +17,9 @@ shifted past the items the proxy added and `sequence_number` counted
 afresh. Reasoning the settings keep from the client (include-in-response
 false) loses its summary text, and its summary events are not sent. The
 turn (reasoning, text, tool calls, usage) is built from the output items
-for the store.
+for the store. With route keys to mask, a text delta's tail that could
+begin a key waits for the same text's next delta (`_unheld`), so a key the
+upstream splits across two deltas is whole, and masked, in one of them.
 
 For the relay, `seen_data` says a data event came (comments are keep-alives),
 and `first_error` holds the error of a first event that is `error` or
@@ -40,6 +42,7 @@ from typing import Any, cast
 import orjson
 
 from proxy.doors.responses.objects import error_of
+from proxy.keymask import KeyMask
 from proxy.reasoning.blocks import Part, SourceField, TextPart, ThinkingBlock, ToolCall, Turn
 from proxy.reasoning.normalizer import StreamFailure
 from proxy.reasoning.sse import (
@@ -62,6 +65,17 @@ _ENDS = {
     "response.failed": FAILED,
     "error": FAILED,
 }
+# the events whose `delta` text a client joins (a route key split across two
+# of them is held back until it is whole: `NativeResponses._unheld`)
+_TEXT_DELTAS = frozenset(
+    {
+        "response.output_text.delta",
+        "response.refusal.delta",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_text.delta",
+    }
+)
+_TEXT_AT = ("type", "item_id", "output_index", "content_index", "summary_index")
 _SUMMARY_EVENTS = frozenset(
     {
         "response.reasoning_summary_part.added",
@@ -131,10 +145,18 @@ class _Split:
 
 class NativeResponses:
     def __init__(
-        self, tags: TagSet, *, hidden: bool = False, max_line_bytes: int = 4 * 1024 * 1024
+        self,
+        tags: TagSet,
+        *,
+        hidden: bool = False,
+        max_line_bytes: int = 4 * 1024 * 1024,
+        mask: KeyMask | None = None,
     ) -> None:
         self.tags = tags
         self.hidden = hidden
+        # route keys: a text delta's tail that could begin one waits (`_unheld`)
+        self._mask = mask
+        self._held: Json | None = None
         self.state = OPEN
         self._decoder = SSEDecoder(max_line_bytes)
         self._seq = 0
@@ -224,6 +246,7 @@ class NativeResponses:
             self._failed(out, StreamFailure("malformed_upstream_event", why))
             return
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            self._unhold(out)
             out.append(encode_event(ev.data, ev.event))  # not ours to judge: as it came
             self._wrote = True
             return
@@ -395,6 +418,41 @@ class NativeResponses:
         self._write(out, {"type": kind, **fields})
 
     def _write(self, out: list[bytes], event: Json) -> None:
+        if self._mask is not None:
+            unheld = self._unheld(out, event)
+            if unheld is None:
+                return
+            event = unheld
+        self._put(out, event)
+
+    def _unheld(self, out: list[bytes], event: Json) -> Json | None:
+        """A route key split across two text deltas would be whole in what
+        the client joins (each event is JSON of its own): a delta's tail
+        that could begin a key waits, and goes in front of the next delta of
+        the same text; any other event first sends it as a delta of its own.
+        The event to write now (None: nothing of it can go yet)."""
+        assert self._mask is not None
+        held, text = self._held, event.get("delta")
+        if event.get("type") not in _TEXT_DELTAS or not isinstance(text, str):
+            self._unhold(out)
+            return event
+        if held is not None:
+            self._held = None
+            if all(held.get(k) == event.get(k) for k in _TEXT_AT):
+                text = held["delta"] + text
+            else:
+                self._put(out, held)
+        now, tail = self._mask.split_tail(text)
+        if tail:
+            self._held = {**event, "delta": tail}
+        return {**event, "delta": now} if now else None
+
+    def _unhold(self, out: list[bytes]) -> None:
+        if self._held is not None:
+            held, self._held = self._held, None
+            self._put(out, held)
+
+    def _put(self, out: list[bytes], event: Json) -> None:
         event["sequence_number"] = self._seq
         self._seq += 1
         self._wrote = True
