@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, AnyStr
 from urllib.parse import quote, quote_plus
 
 import orjson
@@ -161,7 +161,7 @@ class StreamMask:
         for key in self._keys:
             if key in data:
                 data = data.replace(key, _MASK_BYTES)
-        cut = self._partial_at(data)
+        cut = _key_start(data, self._keys)
         if cut < len(data):
             self._held = data[cut:]
             return data[:cut]
@@ -171,20 +171,6 @@ class StreamMask:
         held, self._held = self._held, b""
         return held
 
-    def _partial_at(self, data: bytes) -> int:
-        """Where the longest tail of `data` that begins some key starts
-        (len(data) when no tail does)."""
-        size = len(data)
-        cut = size
-        for key in self._keys:
-            first = key[:1]
-            at = data.find(first, max(0, size - len(key) + 1))
-            while 0 <= at < cut:
-                if key.startswith(data[at:]):
-                    cut = at
-                    break
-                at = data.find(first, at + 1)
-        return cut
 
 
 # the delta fields whose text a client joins (reasoning in its shapes, the answer)
@@ -362,7 +348,7 @@ class DeltaMask:
             if last is None:
                 continue
             text = self._masked(delta[last])
-            cut = self._partial_at(text)
+            cut = _key_start(text, self._keys)
             if cut < len(text):
                 self._held[index] = (last, text[cut:])
                 delta[last] = text[:cut]
@@ -391,13 +377,10 @@ class DeltaMask:
                 text = text.replace(key, MASK)
         return text
 
-    def _partial_at(self, text: str) -> int:
-        return _key_start(text, self._keys)
 
-
-def _key_start(text: str, keys: tuple[str, ...]) -> int:
+def _key_start(text: AnyStr, keys: Sequence[AnyStr]) -> int:
     """Where the longest tail of `text` that begins some key starts
-    (len(text) when no tail does)."""
+    (len(text) when no tail does); text or bytes."""
     size = len(text)
     cut = size
     for key in keys:
