@@ -134,7 +134,7 @@ class KeyMask:
         return StreamMask(self._keys)
 
     def deltas(self) -> DeltaMask:
-        return DeltaMask(self._text_keys, self._tails, self._starts)
+        return DeltaMask(self)
 
     def split_tail(self, text: str) -> tuple[str, str]:
         """`text` masked, cut before its longest tail that could begin a key:
@@ -170,7 +170,6 @@ class StreamMask:
     def flush(self) -> bytes:
         held, self._held = self._held, b""
         return held
-
 
 
 # the delta fields whose text a client joins (reasoning in its shapes, the answer)
@@ -232,17 +231,13 @@ class DeltaMask:
     they came, and without a JSON parse when no string value in them ends
     like a key begins."""
 
-    __slots__ = ("_held", "_keys", "_last", "_rest", "_starts", "_tails")
+    __slots__ = ("_held", "_keys", "_last", "_mask", "_rest", "_starts", "_tails")
 
-    def __init__(
-        self,
-        keys: tuple[str, ...],
-        tails: re.Pattern[bytes],
-        starts: tuple[re.Pattern[bytes], ...],
-    ) -> None:
-        self._keys = keys
-        self._tails = tails  # exact, for one event
-        self._starts = starts  # quick, for a read: see `_candidate`
+    def __init__(self, mask: KeyMask) -> None:
+        self._mask = mask
+        self._keys = mask._text_keys
+        self._tails = mask._tails  # exact, for one event
+        self._starts = mask._starts  # quick, for a read: see `_candidate`
         self._held: dict[int, tuple[str, str]] = {}  # choice index -> (field, text)
         self._last: dict[str, Any] | None = None  # the latest chunk, a held text's frame
         self._rest = b""  # an event not yet ended (the normalizer sends none)
@@ -333,12 +328,12 @@ class DeltaMask:
                 field, text = held
                 now = delta.get(field)
                 if type(now) is str:
-                    delta[field] = self._masked(text + now)
+                    delta[field] = self._mask.text(text + now)
                     edited = True
                 else:  # another field comes first: the held text goes before it
                     out.append(self._frame(index, field, text))
             if choice.get("finish_reason") is not None or "tool_calls" in delta:
-                continue
+                continue  # nothing held back: what follows is not more of this text
             if "function_call" in delta:
                 continue
             last = None
@@ -347,7 +342,7 @@ class DeltaMask:
                     last = name
             if last is None:
                 continue
-            text = self._masked(delta[last])
+            text = self._mask.text(delta[last])
             cut = _key_start(text, self._keys)
             if cut < len(text):
                 self._held[index] = (last, text[cut:])
@@ -370,12 +365,6 @@ class DeltaMask:
         chunk = {k: v for k, v in last.items() if k != "choices" and k != "usage"}
         chunk["choices"] = [{"index": index, "delta": {field: text}, "finish_reason": None}]
         return b"data: " + orjson.dumps(chunk) + _EVENT_END
-
-    def _masked(self, text: str) -> str:
-        for key in self._keys:
-            if key in text:
-                text = text.replace(key, MASK)
-        return text
 
 
 def _key_start(text: AnyStr, keys: Sequence[AnyStr]) -> int:
