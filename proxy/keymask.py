@@ -220,16 +220,16 @@ class DeltaMask:
     Each chunk is JSON of its own, so a key the upstream splits across two
     deltas is whole in no event, and `StreamMask` (which reads the bytes)
     cannot see it; a client joining the deltas would. `feed()` takes whole
-    SSE events (the normalizer's output) and holds back, per choice, the tail
-    of a delta's last text field that could begin a key; that field's next
-    delta gets it in front, so the key is whole there and masked. What is
-    held goes out before anything else of its choice: a delta of another
-    field, a tool call or a finish reason each come after it (in a chunk of
-    its own, made like the stream's last chunk), and so do `[DONE]`, an
-    error event and the end (`flush()`). A chunk with a finish reason or
-    a tool call holds nothing back. Events that need no change go out as
-    they came, and without a JSON parse when no string value in them ends
-    like a key begins."""
+    SSE events (the normalizer's output) and holds back, per choice, the
+    tail of a delta's last text (a text field, or a tool call's arguments)
+    that could begin a key; that text's next delta gets it in front, so the
+    key is whole there and masked. What is held goes out before anything
+    else of its choice: another text or a finish reason comes after it (in
+    a chunk of its own, made like the stream's last chunk), and so do
+    `[DONE]`, an error event and the end (`flush()`). A chunk with a finish
+    reason holds nothing back, nor does text before another in the same
+    delta. Events that need no change go out as they came, and without a
+    JSON parse when no string value in them ends like a key begins."""
 
     __slots__ = ("_held", "_keys", "_last", "_mask", "_rest", "_starts", "_tails")
 
@@ -238,7 +238,8 @@ class DeltaMask:
         self._keys = mask._text_keys
         self._tails = mask._tails  # exact, for one event
         self._starts = mask._starts  # quick, for a read: see `_candidate`
-        self._held: dict[int, tuple[str, str]] = {}  # choice index -> (field, text)
+        # choice index -> (field, tool call index or -1, text)
+        self._held: dict[int, tuple[str, int, str]] = {}
         self._last: dict[str, Any] | None = None  # the latest chunk, a held text's frame
         self._rest = b""  # an event not yet ended (the normalizer sends none)
 
@@ -321,50 +322,69 @@ class DeltaMask:
             index = choice.get("index", 0)
             index = index if type(index) is int else 0
             delta = choice.get("delta")
-            if type(delta) is not dict:
-                delta = {}
+            slots = _text_slots(delta) if type(delta) is dict else []
             held = self._held.pop(index, None)
             if held is not None:
-                field, text = held
-                now = delta.get(field)
-                if type(now) is str:
-                    delta[field] = self._mask.text(text + now)
-                    edited = True
-                else:  # another field comes first: the held text goes before it
-                    out.append(self._frame(index, field, text))
-            if choice.get("finish_reason") is not None or "tool_calls" in delta:
-                continue  # nothing held back: what follows is not more of this text
-            if "function_call" in delta:
+                field, tool, text = held
+                for place, key, at_field, at_tool in slots:
+                    if (at_field, at_tool) == (field, tool):
+                        place[key] = self._mask.text(text + place[key])
+                        edited = True
+                        break
+                else:  # another text comes first: the held text goes before it
+                    out.append(self._frame(index, field, tool, text))
+            if not slots or choice.get("finish_reason") is not None:
+                continue  # nothing held back: no more of this text follows
+            if type(delta) is dict and "function_call" in delta:
                 continue
-            last = None
-            for name, value in delta.items():
-                if name in _DELTA_TEXT and type(value) is str:
-                    last = name
-            if last is None:
-                continue
-            text = self._mask.text(delta[last])
+            place, key, field, tool = slots[-1]  # only the delta's last text can go on
+            text = self._mask.text(place[key])
             cut = _key_start(text, self._keys)
             if cut < len(text):
-                self._held[index] = (last, text[cut:])
-                delta[last] = text[:cut]
+                self._held[index] = (field, tool, text[cut:])
+                place[key] = text[:cut]
                 edited = True
-            elif text is not delta[last]:
-                delta[last] = text
+            elif text is not place[key]:
+                place[key] = text
                 edited = True
         return b"data: " + orjson.dumps(obj) + _EVENT_END if edited else None
 
     def _release(self) -> bytes:
         """Everything held, each as a chunk of its own."""
         held, self._held = self._held, {}
-        return b"".join(self._frame(index, field, text) for index, (field, text) in held.items())
+        return b"".join(self._frame(index, *place) for index, place in held.items())
 
-    def _frame(self, index: int, field: str, text: str) -> bytes:
-        """A chunk carrying `text` in `field` of choice `index`, framed like
-        the latest chunk (its id, model, created)."""
+    def _frame(self, index: int, field: str, tool: int, text: str) -> bytes:
+        """A chunk carrying `text` in `field` of choice `index` (in the
+        arguments of its tool call `tool`, for `tool_calls`), framed like the
+        latest chunk (its id, model, created)."""
         last = self._last or {"object": "chat.completion.chunk"}
         chunk = {k: v for k, v in last.items() if k != "choices" and k != "usage"}
-        chunk["choices"] = [{"index": index, "delta": {field: text}, "finish_reason": None}]
+        delta: dict[str, Any] = {field: text}
+        if field == "tool_calls":
+            delta[field] = [{"index": tool, "function": {"arguments": text}}]
+        chunk["choices"] = [{"index": index, "delta": delta, "finish_reason": None}]
         return b"data: " + orjson.dumps(chunk) + _EVENT_END
+
+
+def _text_slots(delta: dict[str, Any]) -> list[tuple[dict[str, Any], str, str, int]]:
+    """The texts of a delta a client joins with the same texts of later
+    deltas, in order: (the dict holding it, its key there, the field, the
+    tool call's index or -1). Text fields first, then each tool call's
+    arguments."""
+    slots = [(delta, name, name, -1) for name in _DELTA_TEXT if type(delta.get(name)) is str]
+    calls = delta.get("tool_calls")
+    if type(calls) is list:
+        for call in calls:
+            function = call.get("function") if type(call) is dict else None
+            tool = call.get("index") if type(call) is dict else None
+            if (
+                type(function) is dict
+                and type(tool) is int
+                and type(function.get("arguments")) is str
+            ):
+                slots.append((function, "arguments", "tool_calls", tool))
+    return slots
 
 
 def _key_start(text: AnyStr, keys: Sequence[AnyStr]) -> int:

@@ -128,6 +128,10 @@ def _read(wire: bytes) -> list[tuple[int, str, str]]:
                 for field, value in choice["delta"].items():
                     if isinstance(value, str):
                         out.append((choice["index"], field, value))
+                for call in choice["delta"].get("tool_calls") or []:
+                    out.append(
+                        (choice["index"], f"tool{call['index']}", call["function"]["arguments"])
+                    )
                 if choice.get("finish_reason"):
                     out.append((choice["index"], "finish", choice["finish_reason"]))
     return out
@@ -182,13 +186,38 @@ def test_held_text_goes_out_before_another_field_a_finish_and_done() -> None:
     assert (frame["id"], frame["model"], frame["object"]) == ("c1", "m", "chat.completion.chunk")
 
 
-def test_a_tool_call_or_a_finish_holds_nothing_back() -> None:
+def test_a_finish_holds_nothing_back_and_text_before_a_tool_call_goes_whole() -> None:
     mask = KeyMask.of([KEY])
     assert mask is not None
     deltas = mask.deltas()
     call = {"content": "rk-", "tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}
     assert deltas.feed(_chunk(call)) == _chunk(call)
     assert deltas.feed(_chunk({"content": "rk-"}, "stop")) == _chunk({"content": "rk-"}, "stop")
+    assert deltas.flush() == b""
+
+
+def _call(n: int, arguments: str, **more: object) -> dict[str, object]:
+    return {"tool_calls": [{"index": n, "function": {"arguments": arguments}, **more}]}
+
+
+def test_tool_call_arguments_hold_a_possible_key_start_too() -> None:
+    mask = KeyMask.of([KEY])
+    assert mask is not None
+    deltas = mask.deltas()
+    wire = deltas.feed(
+        _chunk(_call(0, '{"key": "' + KEY[:9], id="call_1", type="function"))
+        + _chunk(_call(0, KEY[9:] + '"}'))
+        + _chunk(_call(1, '{"a": "rk-', id="call_2", type="function"))
+        + _chunk({}, "tool_calls")
+    )
+    calls = [
+        (c["index"], c["function"]["arguments"])
+        for block in wire.split(b"\n\n")
+        if block.startswith(b"data: {")
+        for c in json.loads(block[6:])["choices"][0]["delta"].get("tool_calls", [])
+    ]
+    assert calls == [(0, '{"key": "'), (0, MASK + '"}'), (1, '{"a": "'), (1, "rk-")]
+    assert _read(wire)[-1] == (0, "finish", "tool_calls")  # after the held arguments
     assert deltas.flush() == b""
 
 
@@ -221,7 +250,7 @@ _PIECES += [LONG[:3], LONG[3:70], LONG[70:], "e"]
     st.lists(
         st.tuples(
             st.sampled_from([0, 1]),
-            st.sampled_from(["content", "reasoning_content", "reasoning"]),
+            st.sampled_from(["content", "reasoning_content", "reasoning", "tool0", "tool1"]),
             st.lists(st.sampled_from(_PIECES), min_size=1, max_size=4),
         ),
         max_size=14,
@@ -240,7 +269,14 @@ def test_any_split_of_deltas_masks_like_the_joined_text(
     mask = KeyMask.of([KEY, OTHER, LONG])
     assert mask is not None
     wire_in = b"".join(
-        _chunk({field: "".join(parts)}, index=i, compact=compact) for i, field, parts in deltas_in
+        _chunk(
+            _call(int(field[4:]), "".join(parts))
+            if field.startswith("tool")
+            else {field: "".join(parts)},
+            index=i,
+            compact=compact,
+        )
+        for i, field, parts in deltas_in
     )
     if done:
         wire_in += b"data: [DONE]\n\n"

@@ -29,7 +29,7 @@ def delta(index: int, kind: str, field: str, text: str) -> bytes:
     return ev("content_block_delta", index=index, delta={"type": kind, field: text})
 
 
-def stream(thinking: list[str], text: list[str]) -> bytes:
+def stream(thinking: list[str], text: list[str], tool: list[str] | None = None) -> bytes:
     message = {"id": "msg_1", "type": "message", "role": "assistant", "content": []}
     out = ev("message_start", message=message)
     out += ev("content_block_start", index=0, content_block={"type": "thinking", "thinking": ""})
@@ -42,6 +42,12 @@ def stream(thinking: list[str], text: list[str]) -> bytes:
     for piece in text:
         out += delta(1, "text_delta", "text", piece)
     out += ev("content_block_stop", index=1)
+    if tool is not None:
+        use = {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+        out += ev("content_block_start", index=2, content_block=use)
+        for piece in tool:
+            out += delta(2, "input_json_delta", "partial_json", piece)
+        out += ev("content_block_stop", index=2)
     out += ev("message_delta", delta={"stop_reason": "end_turn"}, usage={"output_tokens": 3})
     return out + ev("message_stop")
 
@@ -64,14 +70,16 @@ def joined(events: list[dict[str, Any]], field: str) -> str:
 @given(
     st.lists(st.lists(st.sampled_from(PIECES), min_size=1, max_size=3), max_size=5),
     st.lists(st.lists(st.sampled_from(PIECES), min_size=1, max_size=3), max_size=5),
+    st.lists(st.lists(st.sampled_from(PIECES), min_size=1, max_size=3), max_size=4),
     st.lists(st.integers(min_value=0, max_value=60), max_size=40),
 )
 def test_a_route_key_split_across_deltas_is_masked_in_what_a_client_joins(
-    thinking: list[list[str]], text: list[list[str]], pieces: list[int]
+    thinking: list[list[str]], text: list[list[str]], tool: list[list[str]], pieces: list[int]
 ) -> None:
     mask = KeyMask.of([ROUTE_KEY])
     assert mask is not None
-    data = stream(["".join(p) for p in thinking], ["".join(p) for p in text])
+    texts = ["".join(p) for p in text]
+    data = stream(["".join(p) for p in thinking], texts, ["".join(p) for p in tool])
     reader = NativeReader(seal, mask=mask)
     out, pos = b"", 0
     for size in pieces:
@@ -81,7 +89,7 @@ def test_a_route_key_split_across_deltas_is_masked_in_what_a_client_joins(
     assert reader.state == DONE
     events = read(out)
     plain = read(NativeReader(seal).feed(data))
-    for field in ("thinking", "text"):
+    for field in ("thinking", "text", "partial_json"):
         assert joined(events, field) == mask.text(joined(plain, field))
         assert ROUTE_KEY not in joined(events, field)
     # every other event as without a mask, in the same order

@@ -347,3 +347,17 @@ def test_a_held_tail_goes_out_before_another_texts_delta() -> None:
     out = NativeResponses(DEFAULT_TAG_SET, mask=mask).feed(data)
     texts = [(e["item_id"], e["delta"]) for e in events(out)]
     assert texts == [("msg_1", "key "), ("msg_1", "rk-"), ("msg_2", "other.")]
+
+
+def test_a_route_key_split_across_a_calls_arguments_is_masked() -> None:
+    from proxy.keymask import MASK, KeyMask
+
+    mask = KeyMask.of([ROUTE_KEY])
+    assert mask is not None
+    at = {"item_id": "fc_1", "output_index": 0}
+    kind = "response.function_call_arguments.delta"
+    data = event(kind, **at, delta='{"k": "' + ROUTE_KEY[:6])
+    data += event(kind, **at, delta=ROUTE_KEY[6:] + '"}')
+    data += event("response.function_call_arguments.done", **at, arguments="x")
+    out = events(NativeResponses(DEFAULT_TAG_SET, mask=mask).feed(data))
+    assert [e["delta"] for e in out if e["type"] == kind] == ['{"k": "', MASK + '"}']

@@ -258,6 +258,45 @@ def test_a_route_key_split_across_a_native_upstreams_deltas_is_masked(
             )
 
 
+def test_a_route_key_split_across_a_tool_calls_arguments_is_masked(upstream: FakeUpstream) -> None:
+    cut = len(ROUTE_KEY) // 2
+    first = {"index": 0, "id": "call_1", "type": "function"}
+    upstream.script(
+        Stream(
+            [
+                chunk(
+                    {"tool_calls": [{**first, "function": {"name": "f", "arguments": '{"k": '}}]}
+                ),
+                chunk(
+                    {"tool_calls": [{"index": 0, "function": {"arguments": f'"{ROUTE_KEY[:cut]}'}}]}
+                ),
+                chunk(
+                    {
+                        "tool_calls": [
+                            {"index": 0, "function": {"arguments": f'{ROUTE_KEY[cut:]}"}}'}}
+                        ]
+                    }
+                ),
+                chunk({}, "tool_calls"),
+            ],
+            delay=0.05,
+        )
+    )
+    with running_proxy(route_config(upstream, api_key=ROUTE_KEY)) as proxy:
+        chat = openai.OpenAI(base_url=proxy.url, api_key=CLIENT_KEY, max_retries=0)
+        arguments = ""
+        for event in chat.chat.completions.create(
+            model="m",
+            messages=MESSAGES,  # type: ignore[arg-type]
+            stream=True,
+        ):
+            for choice in event.choices:
+                for call in choice.delta.tool_calls or []:
+                    arguments += (call.function.arguments or "") if call.function else ""
+        chat.close()
+    assert arguments == '{"k": "[REDACTED]"}'
+
+
 @pytest.mark.usefixtures("root_logging")
 def test_logged_bodies_carry_neither_key(
     upstream: FakeUpstream, capsys: pytest.CaptureFixture[str]

@@ -209,8 +209,12 @@ class _Block:
         return None
 
 
-# the text deltas a client joins, and their text field
-_TEXT_DELTAS = {"text_delta": "text", "thinking_delta": "thinking"}
+# the deltas whose text a client joins, and their text field
+_TEXT_DELTAS = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "input_json_delta": "partial_json",
+}
 
 
 class NativeReader:

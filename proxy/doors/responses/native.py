@@ -73,6 +73,8 @@ _TEXT_DELTAS = frozenset(
         "response.refusal.delta",
         "response.reasoning_summary_text.delta",
         "response.reasoning_text.delta",
+        "response.function_call_arguments.delta",
+        "response.custom_tool_call_input.delta",
     }
 )
 _TEXT_AT = ("type", "item_id", "output_index", "content_index", "summary_index")
