@@ -174,6 +174,8 @@ class StreamMask:
 
 # the delta fields whose text a client joins (reasoning in its shapes, the answer)
 _DELTA_TEXT = ("reasoning_content", "reasoning", "content", "refusal")
+# the text of a `reasoning_details` item, by its type (OpenRouter's shape)
+_DETAIL_TEXT = {"reasoning.text": "text", "reasoning.summary": "summary"}
 _EVENT_END = b"\n\n"
 
 
@@ -238,8 +240,9 @@ class DeltaMask:
         self._keys = mask._text_keys
         self._tails = mask._tails  # exact, for one event
         self._starts = mask._starts  # quick, for a read: see `_candidate`
-        # choice index -> (field, tool call index or -1, text)
-        self._held: dict[int, tuple[str, int, str]] = {}
+        # choice index -> (field, index of its tool call or details item or -1,
+        # the text's key there, text)
+        self._held: dict[int, tuple[str, int, str, str]] = {}
         self._last: dict[str, Any] | None = None  # the latest chunk, a held text's frame
         self._rest = b""  # an event not yet ended (the normalizer sends none)
 
@@ -325,14 +328,14 @@ class DeltaMask:
             slots = _text_slots(delta) if type(delta) is dict else []
             held = self._held.pop(index, None)
             if held is not None:
-                field, tool, text = held
+                field, tool, name, text = held
                 for place, key, at_field, at_tool in slots:
-                    if (at_field, at_tool) == (field, tool):
+                    if (at_field, at_tool, key) == (field, tool, name):
                         place[key] = self._mask.text(text + place[key])
                         edited = True
                         break
                 else:  # another text comes first: the held text goes before it
-                    out.append(self._frame(index, field, tool, text))
+                    out.append(self._frame(index, *held))
             if not slots or choice.get("finish_reason") is not None:
                 continue  # nothing held back: no more of this text follows
             if type(delta) is dict and "function_call" in delta:
@@ -341,7 +344,7 @@ class DeltaMask:
             text = self._mask.text(place[key])
             cut = _key_start(text, self._keys)
             if cut < len(text):
-                self._held[index] = (field, tool, text[cut:])
+                self._held[index] = (field, tool, key, text[cut:])
                 place[key] = text[:cut]
                 edited = True
             elif text is not place[key]:
@@ -354,15 +357,18 @@ class DeltaMask:
         held, self._held = self._held, {}
         return b"".join(self._frame(index, *place) for index, place in held.items())
 
-    def _frame(self, index: int, field: str, tool: int, text: str) -> bytes:
+    def _frame(self, index: int, field: str, tool: int, key: str, text: str) -> bytes:
         """A chunk carrying `text` in `field` of choice `index` (in the
-        arguments of its tool call `tool`, for `tool_calls`), framed like the
-        latest chunk (its id, model, created)."""
+        arguments of tool call `tool`, or in item `tool` of the reasoning
+        details), framed like the latest chunk (its id, model, created)."""
         last = self._last or {"object": "chat.completion.chunk"}
         chunk = {k: v for k, v in last.items() if k != "choices" and k != "usage"}
         delta: dict[str, Any] = {field: text}
         if field == "tool_calls":
             delta[field] = [{"index": tool, "function": {"arguments": text}}]
+        elif field == "reasoning_details":
+            kind = "reasoning.text" if key == "text" else "reasoning.summary"
+            delta[field] = [{"type": kind, key: text, "index": tool}]
         chunk["choices"] = [{"index": index, "delta": delta, "finish_reason": None}]
         return b"data: " + orjson.dumps(chunk) + _EVENT_END
 
@@ -370,9 +376,18 @@ class DeltaMask:
 def _text_slots(delta: dict[str, Any]) -> list[tuple[dict[str, Any], str, str, int]]:
     """The texts of a delta a client joins with the same texts of later
     deltas, in order: (the dict holding it, its key there, the field, the
-    tool call's index or -1). Text fields first, then each tool call's
-    arguments."""
-    slots = [(delta, name, name, -1) for name in _DELTA_TEXT if type(delta.get(name)) is str]
+    index of the tool call or `reasoning_details` item, else -1). The
+    reasoning items' texts first, then the text fields, then each tool
+    call's arguments."""
+    slots: list[tuple[dict[str, Any], str, str, int]] = []
+    details = delta.get("reasoning_details")
+    if type(details) is list:
+        for item in details:
+            kind = item.get("type") if type(item) is dict else None
+            key = _DETAIL_TEXT.get(kind) if type(kind) is str else None
+            if key is not None and type(item.get(key)) is str and type(item.get("index")) is int:
+                slots.append((item, key, "reasoning_details", item["index"]))
+    slots += [(delta, name, name, -1) for name in _DELTA_TEXT if type(delta.get(name)) is str]
     calls = delta.get("tool_calls")
     if type(calls) is list:
         for call in calls:

@@ -128,6 +128,8 @@ def _read(wire: bytes) -> list[tuple[int, str, str]]:
                 for field, value in choice["delta"].items():
                     if isinstance(value, str):
                         out.append((choice["index"], field, value))
+                for item in choice["delta"].get("reasoning_details") or []:
+                    out.append((choice["index"], f"detail{item['index']}", item["text"]))
                 for call in choice["delta"].get("tool_calls") or []:
                     out.append(
                         (choice["index"], f"tool{call['index']}", call["function"]["arguments"])
@@ -200,6 +202,10 @@ def _call(n: int, arguments: str, **more: object) -> dict[str, object]:
     return {"tool_calls": [{"index": n, "function": {"arguments": arguments}, **more}]}
 
 
+def _detail(n: int, text: str) -> dict[str, object]:
+    return {"reasoning_details": [{"type": "reasoning.text", "text": text, "index": n}]}
+
+
 def test_tool_call_arguments_hold_a_possible_key_start_too() -> None:
     mask = KeyMask.of([KEY])
     assert mask is not None
@@ -250,7 +256,9 @@ _PIECES += [LONG[:3], LONG[3:70], LONG[70:], "e"]
     st.lists(
         st.tuples(
             st.sampled_from([0, 1]),
-            st.sampled_from(["content", "reasoning_content", "reasoning", "tool0", "tool1"]),
+            st.sampled_from(
+                ["content", "reasoning_content", "reasoning", "tool0", "tool1", "detail0"]
+            ),
             st.lists(st.sampled_from(_PIECES), min_size=1, max_size=4),
         ),
         max_size=14,
@@ -272,6 +280,8 @@ def test_any_split_of_deltas_masks_like_the_joined_text(
         _chunk(
             _call(int(field[4:]), "".join(parts))
             if field.startswith("tool")
+            else _detail(int(field[6:]), "".join(parts))
+            if field.startswith("detail")
             else {field: "".join(parts)},
             index=i,
             compact=compact,

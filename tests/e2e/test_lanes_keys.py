@@ -297,6 +297,26 @@ def test_a_route_key_split_across_a_tool_calls_arguments_is_masked(upstream: Fak
     assert arguments == '{"k": "[REDACTED]"}'
 
 
+def test_a_route_key_split_across_reasoning_details_is_masked(upstream: FakeUpstream) -> None:
+    """The same in OpenRouter's shape (`X-Reasoning-Output: reasoning_details`),
+    where the reasoning is the text of `reasoning.text` items."""
+    upstream.script(split_stream(ROUTE_KEY))
+    with running_proxy(route_config(upstream, api_key=ROUTE_KEY)) as proxy:
+        wire = httpx.post(
+            f"{proxy.url}/chat/completions",
+            headers={**CLIENT, "X-Reasoning-Output": "reasoning_details"},
+            json={"model": "m", "stream": True, "messages": MESSAGES},
+            timeout=30,
+        ).text
+    reasoning = "".join(
+        item.get("text", "")
+        for line in wire.splitlines()
+        if line.startswith("data: {")
+        for item in json.loads(line[6:])["choices"][0]["delta"].get("reasoning_details", [])
+    )
+    assert reasoning == "the link had key=[REDACTED] in it"
+
+
 @pytest.mark.usefixtures("root_logging")
 def test_logged_bodies_carry_neither_key(
     upstream: FakeUpstream, capsys: pytest.CaptureFixture[str]
