@@ -331,8 +331,11 @@ def test_one_live_view_shows_every_workers_turns(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer
 ) -> None:
     """`serve --workers 2` on Redis: the live feed, served by one worker,
-    shows the turns both workers serve (each request on a new connection,
-    so the workers take turns as they accept; the log's pid says which)."""
+    shows the turns both workers serve (each request on a new connection;
+    the workers share the listening socket, and which one accepts is the
+    kernel's choice: sent one at a time, one worker may win every accept on
+    a busy machine, so they go in bursts that arrive together; the log's pid
+    says which worker served each)."""
     key = f"sk-workers-{uuid.uuid4().hex[:8]}"
     log = tmp_path / "workers.log"
     args = ["--config", str(kimi_config(tmp_path, upstream)), "--store", redis_server.url]
@@ -343,11 +346,14 @@ def test_one_live_view_shows_every_workers_turns(
         time.sleep(2.5)
         sent: list[str] = []
         served: dict[str, str] = {}
-        while len(set(served.values())) < 2 or len(sent) < 8:
-            assert len(sent) < 60, f"one worker served every request: {served}"
-            sent.append(f"w-{uuid.uuid4().hex[:8]}")
-            _answered_turn(upstream, proxy.url, key, sent[-1])
-            served = {c: pid for c, pid in _served_by(log).items() if c in sent}
+        with ThreadPoolExecutor(8) as pool:
+            while len(set(served.values())) < 2 or len(sent) < 8:
+                assert len(sent) < 96, f"one worker served every request: {served}"
+                burst = [f"w-{uuid.uuid4().hex[:8]}" for _ in range(8)]
+                sent += burst
+                done = pool.map(lambda c: _answered_turn(upstream, proxy.url, key, c), burst)
+                list(done)  # (raises what a request raised)
+                served = {c: pid for c, pid in _served_by(log).items() if c in sent}
         wait_until(
             lambda: all(view.of(c, "turn_end") for c in sent),
             what="every worker's turns on the one live feed",
