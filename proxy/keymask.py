@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, AnyStr
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 import orjson
@@ -402,9 +402,11 @@ def _text_slots(delta: dict[str, Any]) -> list[tuple[dict[str, Any], str, str, i
     return slots
 
 
-def _key_start(text: AnyStr, keys: Sequence[AnyStr]) -> int:
+def _key_start(text: Any, keys: Sequence[Any]) -> int:
     """Where the longest tail of `text` that begins some key starts
-    (len(text) when no tail does); text or bytes."""
+    (len(text) when no tail does); str or bytes, keys of the same type (not
+    spelled `AnyStr`: mypyc compiles a value-restricted type variable as
+    their union, and refuses the calls)."""
     size = len(text)
     cut = size
     for key in keys:
