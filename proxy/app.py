@@ -109,7 +109,7 @@ class ProxyApp:
         self.input_tokens = InputTokensEndpoint(self.responses, self.passthrough)
         self.compact = CompactEndpoint(self.responses, self.passthrough)
         self.messages = MessagesEndpoint(runtime, self.chat.planner)
-        self.count_tokens = CountTokensEndpoint(runtime, self.chat.planner)
+        self.count_tokens = CountTokensEndpoint(runtime, self.messages)
         # Anthropic clients get the model list in their shape, converted here
         # unless the default route's upstream speaks Messages (and so that shape)
         self.anthropic_models = (

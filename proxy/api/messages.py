@@ -34,6 +34,7 @@ from proxy.api.asgi import (
     Receive,
     Scope,
     Send,
+    encode_headers,
     header_list,
     read_body,
     request_headers,
@@ -41,6 +42,7 @@ from proxy.api.asgi import (
 )
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
+from proxy.api.failures import read_failure_error, upstream_status
 from proxy.api.messages_native import native_headers
 from proxy.api.native import forward_native
 from proxy.api.relay import Progress
@@ -55,7 +57,7 @@ from proxy.doors.messages.native import (
 from proxy.doors.messages.request import Translation, translate
 from proxy.doors.messages.shapes import error_body, error_object, error_type_of_status
 from proxy.doors.messages.stream import MessagesEncoder
-from proxy.errors import BadRequest, ProxyError
+from proxy.errors import BadRequest, ProxyError, UpstreamError
 from proxy.exchange import Exchange, Planner, parse_json_object
 from proxy.history.context import request_texts, request_tokens_of, tools_text
 from proxy.history.egress import find_stored
@@ -63,6 +65,7 @@ from proxy.runtime import Runtime
 from proxy.sealing import Sealed
 from proxy.settings import header_overrides, request_conversation_id
 from proxy.stores.base import StoreFailure
+from proxy.upstream import Upstream, UpstreamReadError, response_headers
 
 log = logging.getLogger("proxy.messages")
 
@@ -153,12 +156,16 @@ class MessagesEndpoint(Door):
         body: dict[str, Any],
         original: list[tuple[str, str]],
         headers: list[tuple[str, str]],
+        *,
+        counting: bool = False,
     ) -> Exchange:
         """The exchange, planned like any other, turned to a Messages upstream:
         the client's own body (signatures opened, the reasoning settings
-        written as Messages parameters) and headers."""
+        written as Messages parameters) and headers. `counting`: for a token
+        count (a signature that does not open is not counted again)."""
         params = native_params(ex.settings, header_overrides(headers))
-        ex.payload, _ = native_request(body, self._opener(ex.key.tenant), params)
+        opener = self._opener(ex.key.tenant, count=not counting)
+        ex.payload, _ = native_request(body, opener, params)
         if ex.settings.include_in_context is not False:
             scoped = request_conversation_id(headers) is not None
             await self._restore_dropped(ex, scoped)
@@ -254,6 +261,35 @@ def dropped_headers(t: Translation, headers: list[tuple[str, str]]) -> list[tupl
     return out
 
 
+# what count_tokens takes of a Messages request (its create-only fields, such
+# as max_tokens and stream, are refused there)
+COUNT_FIELDS = frozenset(
+    (
+        "model",
+        "messages",
+        "system",
+        "thinking",
+        "tools",
+        "tool_choice",
+        "output_config",
+        "cache_control",
+        "speed",
+        "context_management",
+        "mcp_servers",
+    )
+)
+COUNT_PATH = "/messages/count_tokens"
+# an upstream that answers these has no count_tokens (Anthropic-compatible
+# servers often lack it): the proxy counts instead
+NO_COUNT_ENDPOINT = frozenset((404, 405, 501))
+
+Answer = tuple[int, bytes, list[tuple[str, str]]]  # status, body, headers
+
+
+def _counted(count: int) -> Answer:
+    return 200, orjson.dumps({"input_tokens": count}), []
+
+
 def _bytes(data: bytes) -> Callable[[], Any]:
     async def body() -> bytes:
         return data
@@ -262,24 +298,31 @@ def _bytes(data: bytes) -> Callable[[], Any]:
 
 
 class CountTokensEndpoint(TracedEndpoint):
-    """POST /v1/messages/count_tokens: the translated request counted with
-    the proxy's tokenizer, as `{"input_tokens": N}`. Nothing goes upstream.
-    To a chat upstream, the request is counted as it would be sent: planned
-    like a message (the route's dialect and the reasoning settings decide
-    which reasoning goes back, stored reasoning included), the effective
-    count of X-Context-Tokens-Effective."""
+    """POST /v1/messages/count_tokens: `{"input_tokens": N}`.
+
+    To a chat upstream, counted with the proxy's tokenizer as the request
+    would be sent: planned like a message (the route's dialect and the
+    reasoning settings decide which reasoning goes back, stored reasoning
+    included), the effective count of X-Context-Tokens-Effective; nothing
+    goes upstream. To a Messages upstream, the upstream counts: the request
+    goes to its `/messages/count_tokens` as the door would send it to
+    `/messages` (signatures opened, stored thinking restored, the settings
+    applied), with only the fields that endpoint takes; an upstream without
+    that endpoint (404, 405, 501) gets the proxy's own count instead."""
 
     endpoint = "messages.count_tokens"
 
-    def __init__(self, runtime: Runtime, planner: Planner) -> None:
+    def __init__(self, runtime: Runtime, door: MessagesEndpoint) -> None:
         self.rt = runtime
         self.metrics = runtime.metrics
-        self.planner = planner
+        self.door = door
+        self.planner = door.planner
 
     async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
         rt = self.rt
         try:
-            headers = client_credential(request_headers(scope, rt.config.limits.max_header_bytes))
+            original = request_headers(scope, rt.config.limits.max_header_bytes)
+            headers = client_credential(original)
             authorization = self.planner.authorize(headers)
             body = parse_json_object(await read_body(receive, rt.config.limits.max_body_bytes))
             model = body.get("model")
@@ -289,20 +332,64 @@ class CountTokensEndpoint(TracedEndpoint):
                 raise unsupported_api(route.api)
             tenant = trace.tenant = rt.tenant(authorization)
             t = translate(body, lambda token: rt.sealer.open(tenant, token), counting=True)
+            payload = _bytes(orjson.dumps(t.payload))
+            ex = await self.planner.chat(chat_headers(headers, t), payload, counting=True)
+            answer: Answer | None
             if route.api == "chat":
-                payload = _bytes(orjson.dumps(t.payload))
-                ex = await self.planner.chat(chat_headers(headers, t), payload, counting=True)
-                count = ex.plan.effective
+                answer = _counted(ex.plan.effective)
             else:
-                count = await self._count(t.payload)
+                ex = await self.door._native(ex, body, original, headers, counting=True)
+                answer = await self._upstream_count(ex, trace)
+                if answer is None:  # the upstream has no count_tokens: the proxy counts
+                    trace.fields["counted_by"] = "proxy"
+                    answer = _counted(await self._count(t.payload))
         except ProxyError as exc:
             trace.fields["error"] = exc.code
             await send_anthropic_error(trace.send, exc)
             return
         except ClientGone:
             return
-        json = (b"content-type", b"application/json")
-        await send_bytes(trace.send, 200, orjson.dumps({"input_tokens": count}), [json])
+        status, data, extra = answer
+        mask = rt.key_mask
+        if mask is not None:  # an upstream may quote the route's key back (a 401)
+            extra, data = mask.headers(extra), mask.data(data)
+        headers = [("content-type", "application/json"), *extra]
+        await send_bytes(trace.send, status, data, encode_headers(headers))
+
+    async def _upstream_count(self, ex: Exchange, trace: Trace) -> Answer | None:
+        """The Messages upstream's own count: its answer (an error keeps its
+        status, in Anthropic's shape); None when it has no count_tokens."""
+        rt = self.rt
+        payload = {k: v for k, v in ex.payload.items() if k in COUNT_FIELDS}
+        trace.upstream_started()
+        async with rt.upstream.request(
+            ex.route, "POST", COUNT_PATH, ex.upstream_headers, orjson.dumps(payload)
+        ) as response:
+            status = response.status
+            if status in NO_COUNT_ENDPOINT:
+                return None
+            trace.upstream_first_byte()
+            trace.upstream_error = upstream_status(status)
+            try:
+                body = await Upstream.read_all(response, rt.config.limits.max_response_bytes)
+            except UpstreamReadError as exc:
+                raise read_failure_error(exc) from None
+            headers = [(k, v) for k, v in response_headers(response) if k.lower() != "content-type"]
+        if status >= 300:
+            return status, error_body(status, body), headers
+        try:
+            answer = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            answer = None
+        count = answer.get("input_tokens") if isinstance(answer, dict) else None
+        if type(count) is not int or count < 0:
+            trace.upstream_error = "malformed"
+            raise UpstreamError(
+                "The upstream's token count is not a JSON object with an input_tokens count.",
+                code="malformed_upstream_response",
+            )
+        trace.fields["counted_by"] = "upstream"
+        return status, body, headers
 
     async def _count(self, payload: dict[str, Any]) -> int:
         """The translated request's tokens, every reasoning it holds included."""

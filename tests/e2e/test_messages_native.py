@@ -4,6 +4,7 @@ sealed on the way out and the upstream's own come back, the turn is stored."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import anthropic
@@ -439,3 +440,157 @@ def test_an_over_long_line_after_a_good_event_in_the_same_read_keeps_that_event(
         "type": "api_error",
         "message": "SSE line longer than 1024 bytes",
     }
+
+
+def count_requests(upstream: FakeUpstream) -> list[Any]:
+    return [r for r in upstream.requests if r.path == "/v1/messages/count_tokens"]
+
+
+def test_count_tokens_is_the_upstreams_own_count_of_what_the_door_would_send(
+    upstream: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The count goes to the upstream's count_tokens as the request would go
+    to its /messages: signatures opened to the upstream's own, the thinking a
+    client dropped restored from the store, the route's key alone, and only
+    the fields count_tokens takes."""
+    caplog.set_level(logging.INFO, logger="proxy.request")
+    upstream.script(Json(whole_message("sig-stored")), Json({"input_tokens": 4321}))
+    question = [{"role": "user", "content": "weather in Oslo?"}]
+    with running_proxy(native(upstream, api_key="sk-route")) as proxy:
+        sdk = client(proxy.base)
+        first = sdk.messages.create(model="claude-up", max_tokens=100, messages=question)  # type: ignore[arg-type]
+        history = [
+            *question,
+            {
+                "role": "assistant",
+                "content": [b.model_dump() for b in first.content if b.type != "thinking"],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "cold"}],
+            },
+        ]
+        counted = sdk.messages.count_tokens(
+            model="claude-up",
+            messages=history,  # type: ignore[arg-type]
+            system="Be brief.",
+            thinking={"type": "enabled", "budget_tokens": 2000},
+        )
+    assert counted.input_tokens == 4321
+    logged = [r for r in caplog.records if r.name == "proxy.request"]
+    assert [getattr(r, "counted_by", None) for r in logged] == [None, "upstream"]
+    [sent] = count_requests(upstream)
+    assert sent.method == "POST"
+    assert sent.headers.getall("x-api-key") == ["sk-route"]
+    assert "authorization" not in sent.headers
+    assert "anthropic-version" in sent.headers  # the SDK's, passed on
+    assert set(sent.json) == {"model", "messages", "system", "thinking"}
+    assert sent.json["thinking"] == {"type": "enabled", "budget_tokens": 2000}
+    assistant = sent.json["messages"][1]["content"]
+    assert assistant[0] == {
+        "type": "thinking",
+        "thinking": "Whole thought.",
+        "signature": "sig-stored",
+    }
+    assert assistant[1]["type"] == "tool_use"
+    assert len(messages_requests(upstream)) == 1  # the count made no message
+
+
+def test_count_tokens_opens_the_clients_signatures_and_drops_create_only_fields(
+    upstream: FakeUpstream,
+) -> None:
+    upstream.script(Json(whole_message()), Json({"input_tokens": 77}))
+    question = [{"role": "user", "content": "weather in Oslo?"}]
+    with running_proxy(native(upstream, reasoning={"effort": "high"})) as proxy:
+        first = client(proxy.base).messages.create(
+            model="claude-up", max_tokens=100, messages=question
+        )  # type: ignore[arg-type]
+        body = {
+            "model": "claude-up",
+            "max_tokens": 100,  # not count_tokens': Anthropic refuses it there
+            "stream": True,
+            "temperature": 0.5,
+            "messages": [
+                *question,
+                {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "cold"}
+                    ],
+                },
+            ],
+        }
+        r = httpx.post(
+            f"{proxy.url}/messages/count_tokens", json=body, headers={"x-api-key": KEY}, timeout=30
+        )
+    assert r.status_code == 200
+    assert r.json() == {"input_tokens": 77}
+    [sent] = count_requests(upstream)
+    assert sent.headers["x-api-key"] == KEY  # a route without a key: the client's
+    assert set(sent.json) == {"model", "messages", "output_config"}
+    assert sent.json["output_config"] == {"effort": "high"}  # the route's setting, applied
+    thinking = sent.json["messages"][1]["content"][0]
+    assert thinking == {
+        "type": "thinking",
+        "thinking": "Whole thought.",
+        "signature": "upstream-sig-2",
+    }
+
+
+@pytest.mark.parametrize("status", [404, 405, 501])
+def test_count_tokens_falls_back_to_the_proxys_count_without_the_endpoint(
+    upstream: FakeUpstream, status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="proxy.request")
+    missing = {"type": "error", "error": {"type": "not_found_error", "message": "Not found"}}
+    upstream.script(Json(missing, status=status), Json(missing, status=status))
+    with running_proxy(native(upstream)) as proxy:
+        sdk = client(proxy.base)
+        short = sdk.messages.count_tokens(model="m", messages=[{"role": "user", "content": "hi"}])
+        long = sdk.messages.count_tokens(
+            model="m", messages=[{"role": "user", "content": "hi " * 200}]
+        )
+    assert 0 < short.input_tokens < 20
+    assert long.input_tokens > short.input_tokens + 150
+    assert len(count_requests(upstream)) == 2
+    assert messages_requests(upstream) == []
+    logged = [r for r in caplog.records if r.name == "proxy.request"]
+    assert [getattr(r, "counted_by", None) for r in logged] == ["proxy", "proxy"]
+
+
+def test_count_tokens_errors_pass_with_their_status_and_the_route_key_masked(
+    upstream: FakeUpstream,
+) -> None:
+    quoted = {
+        "type": "error",
+        "error": {"type": "rate_limit_error", "message": "sk-route-0123 slow"},
+    }
+    upstream.script(Json(quoted, status=429, headers={"retry-after": "7"}))
+    with running_proxy(native(upstream, api_key="sk-route-0123")) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/messages/count_tokens",
+            json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
+            headers={"x-api-key": KEY},
+            timeout=30,
+        )
+    assert r.status_code == 429
+    assert r.headers["retry-after"] == "7"
+    assert r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "rate_limit_error"
+    assert "sk-route-0123" not in r.text
+
+
+@pytest.mark.parametrize("body", [b"not json", b'{"input_tokens": "12"}', b"[]"])
+def test_a_malformed_count_is_a_502(upstream: FakeUpstream, body: bytes) -> None:
+    upstream.script(Json(body))
+    with running_proxy(native(upstream)) as proxy:
+        r = httpx.post(
+            f"{proxy.url}/messages/count_tokens",
+            json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
+            headers={"x-api-key": KEY},
+            timeout=30,
+        )
+    assert r.status_code == 502
+    assert r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "api_error"
