@@ -170,7 +170,9 @@ class ProxyApp:
                 await self._refuse(scope, send, MethodNotAllowed("Use POST for messages."))
                 return
             endpoint = self.messages if door == MESSAGES_PATH else self.count_tokens
-        elif door in (INPUT_TOKENS_PATH, COMPACT_PATH) and self.own_responses:
+        elif door in (INPUT_TOKENS_PATH, COMPACT_PATH):
+            # routed by the body's model: passed to a Responses upstream (the
+            # proxy's own reasoning items left out), answered here for a chat one
             if scope["method"] != "POST":
                 await self._refuse(scope, send, MethodNotAllowed("Use POST for this endpoint."))
                 return

@@ -69,7 +69,7 @@ from proxy.doors.responses.items import (
     resolved,
     response_of,
 )
-from proxy.doors.responses.native import NativeResponses, native_request
+from proxy.doors.responses.native import NativeResponses, native_request, without_own_items
 from proxy.doors.responses.objects import Echo
 from proxy.doors.responses.request import (
     ENCRYPTED_INCLUDE,
@@ -349,6 +349,11 @@ class ResponsesAside(TracedEndpoint):
             route = door.planner.route(options.model)
             trace.route = route.name
             if route.api == "responses":
+                # as to /v1/responses: the proxy's own reasoning items stay home
+                # (their envelopes mean nothing upstream)
+                foreign = without_own_items(body)
+                if foreign is not None:
+                    raw = orjson.dumps(foreign)
                 await self.passthrough._handle(scope, _replay(raw, receive), trace)
                 return
             if route.api != "chat":

@@ -359,3 +359,46 @@ def test_an_over_long_line_after_a_good_event_in_the_same_read_keeps_that_event(
     config = route_config(upstream, api="responses", top={"limits": {"max_sse_line_bytes": 1024}})
     with running_proxy(config) as proxy:
         assert b"upstream_line_too_long" in created_then(proxy, upstream, long)
+
+
+@pytest.mark.parametrize("path", ["/responses/input_tokens", "/responses/compact"])
+def test_the_endpoints_beside_responses_leave_the_proxys_own_items_home(
+    proxy: ProxyServer, upstream: FakeUpstream, path: str
+) -> None:
+    """input_tokens and compact pass to a Responses upstream as /responses
+    would: a reasoning item this proxy made (its envelope no upstream can
+    open) is left out, the upstream's own items go as they came."""
+    own = {"type": "reasoning", "summary": [], "encrypted_content": "rp1.made-by-this-proxy"}
+    theirs = {"type": "reasoning", "summary": [], "encrypted_content": "gAAA-upstream-blob"}
+    items: list[Any] = [
+        {"role": "user", "content": "Go"},
+        own,
+        theirs,
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "A"}]},
+        {"role": "user", "content": "Again"},
+    ]
+    upstream.script(Json({"object": "response.input_tokens", "input_tokens": 9}))
+    r = httpx.post(
+        f"{proxy.url}{path}", json={"model": "m", "input": items}, headers=KEY, timeout=30
+    )
+    assert r.status_code == 200
+    (request,) = upstream.requests
+    assert request.path == "/v1" + path
+    assert request.json["input"] == [items[0], theirs, *items[3:]]
+    assert request.json["model"] == "m"
+
+
+def test_a_body_without_the_proxys_items_passes_byte_for_byte(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    raw = b'{"model": "m",   "input": [{"role": "user", "content": "x"}]}'
+    upstream.script(Json({"object": "response.input_tokens", "input_tokens": 2}))
+    r = httpx.post(
+        f"{proxy.url}/responses/input_tokens",
+        content=raw,
+        headers={**KEY, "content-type": "application/json"},
+        timeout=30,
+    )
+    assert r.status_code == 200
+    (request,) = upstream.requests
+    assert request.body == raw

@@ -103,15 +103,24 @@ def native_request(
         reasoning["effort"] = settings.effort
     if reasoning:
         out["reasoning"] = reasoning
-    items = out.get("input")
-    if isinstance(items, list):
-        out["input"] = [i for i in items if not _ours(i)]
+    foreign = without_own_items(out)
+    if foreign is not None:
+        out = foreign
     ignored = []
     if not settings.enabled:
         ignored.append("enabled")
     if settings.max_tokens is not None:
         ignored.append("max_tokens")
     return out, ignored
+
+
+def without_own_items(body: Json) -> Json | None:
+    """The body without the reasoning items this proxy made in its `input`
+    (None: it has none)."""
+    items = body.get("input")
+    if not isinstance(items, list) or not any(_ours(i) for i in items):
+        return None
+    return {**body, "input": [i for i in items if not _ours(i)]}
 
 
 def _ours(item: Any) -> bool:
