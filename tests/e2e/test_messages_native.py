@@ -12,7 +12,7 @@ import httpx
 import orjson
 import pytest
 
-from tests.harness import FakeUpstream, Json, Stream, route_config, running_proxy
+from tests.harness import FakeUpstream, Json, ProxyServer, Stream, route_config, running_proxy
 from tests.messages_wire import accumulate, parse_events, sdk_client
 
 KEY = "sk-ant-client"
@@ -442,6 +442,14 @@ def test_an_over_long_line_after_a_good_event_in_the_same_read_keeps_that_event(
     }
 
 
+def count_x(proxy: ProxyServer) -> httpx.Response:
+    """A count of one short user message, with the client's key."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    return httpx.post(
+        f"{proxy.url}/messages/count_tokens", json=body, headers={"x-api-key": KEY}, timeout=30
+    )
+
+
 def count_requests(upstream: FakeUpstream) -> list[Any]:
     return [r for r in upstream.requests if r.path == "/v1/messages/count_tokens"]
 
@@ -568,12 +576,7 @@ def test_count_tokens_errors_pass_with_their_status_and_the_route_key_masked(
     }
     upstream.script(Json(quoted, status=429, headers={"retry-after": "7"}))
     with running_proxy(native(upstream, api_key="sk-route-0123")) as proxy:
-        r = httpx.post(
-            f"{proxy.url}/messages/count_tokens",
-            json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
-            headers={"x-api-key": KEY},
-            timeout=30,
-        )
+        r = count_x(proxy)
     assert r.status_code == 429
     assert r.headers["retry-after"] == "7"
     assert r.json()["type"] == "error"
@@ -585,12 +588,7 @@ def test_count_tokens_errors_pass_with_their_status_and_the_route_key_masked(
 def test_a_malformed_count_is_a_502(upstream: FakeUpstream, body: bytes) -> None:
     upstream.script(Json(body))
     with running_proxy(native(upstream)) as proxy:
-        r = httpx.post(
-            f"{proxy.url}/messages/count_tokens",
-            json={"model": "m", "messages": [{"role": "user", "content": "x"}]},
-            headers={"x-api-key": KEY},
-            timeout=30,
-        )
+        r = count_x(proxy)
     assert r.status_code == 502
     assert r.json()["type"] == "error"
     assert r.json()["error"]["type"] == "api_error"
