@@ -57,7 +57,7 @@ from proxy.doors.messages.native import (
 from proxy.doors.messages.request import Translation, translate
 from proxy.doors.messages.shapes import error_body, error_object, error_type_of_status
 from proxy.doors.messages.stream import MessagesEncoder
-from proxy.errors import BadRequest, ProxyError, UpstreamError
+from proxy.errors import BadRequest, ProxyError
 from proxy.exchange import Exchange, Planner, parse_json_object
 from proxy.history.context import request_texts, request_tokens_of, tools_text
 from proxy.history.egress import find_stored
@@ -308,7 +308,8 @@ class CountTokensEndpoint(TracedEndpoint):
     goes to its `/messages/count_tokens` as the door would send it to
     `/messages` (signatures opened, stored thinking restored, the settings
     applied), with only the fields that endpoint takes; an upstream without
-    that endpoint (404, 405, 501) gets the proxy's own count instead."""
+    that endpoint (404, 405, 501, or a 2xx without a count) gets the proxy's
+    own count instead."""
 
     endpoint = "messages.count_tokens"
 
@@ -358,7 +359,8 @@ class CountTokensEndpoint(TracedEndpoint):
 
     async def _upstream_count(self, ex: Exchange, trace: Trace) -> Answer | None:
         """The Messages upstream's own count: its answer (an error keeps its
-        status, in Anthropic's shape); None when it has no count_tokens."""
+        status, in Anthropic's shape); None when it has no count_tokens (a
+        404, 405 or 501, or a 2xx without an `input_tokens` count)."""
         rt = self.rt
         payload = {k: v for k, v in ex.payload.items() if k in COUNT_FIELDS}
         trace.upstream_started()
@@ -383,11 +385,9 @@ class CountTokensEndpoint(TracedEndpoint):
             answer = None
         count = answer.get("input_tokens") if isinstance(answer, dict) else None
         if type(count) is not int or count < 0:
-            trace.upstream_error = "malformed"
-            raise UpstreamError(
-                "The upstream's token count is not a JSON object with an input_tokens count.",
-                code="malformed_upstream_response",
-            )
+            # a server that answers the path without counting (a Messages
+            # answer, an empty body): no count of its own, so the proxy's
+            return None
         trace.fields["counted_by"] = "upstream"
         return status, body, headers
 

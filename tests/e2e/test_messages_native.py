@@ -584,11 +584,26 @@ def test_count_tokens_errors_pass_with_their_status_and_the_route_key_masked(
     assert "sk-route-0123" not in r.text
 
 
-@pytest.mark.parametrize("body", [b"not json", b'{"input_tokens": "12"}', b"[]"])
-def test_a_malformed_count_is_a_502(upstream: FakeUpstream, body: bytes) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        b'{"input_tokens": "12"}',
+        b"[]",
+        b"",
+        orjson.dumps(whole_message()),  # a server that answers every path as /messages
+    ],
+    ids=["not-json", "string-count", "list", "empty", "a-message"],
+)
+def test_an_answer_without_a_count_gets_the_proxys_count(
+    upstream: FakeUpstream, body: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="proxy.request")
     upstream.script(Json(body))
     with running_proxy(native(upstream)) as proxy:
         r = count_x(proxy)
-    assert r.status_code == 502
-    assert r.json()["type"] == "error"
-    assert r.json()["error"]["type"] == "api_error"
+    assert r.status_code == 200
+    assert 0 < r.json()["input_tokens"] < 20
+    assert len(count_requests(upstream)) == 1
+    logged = [r for r in caplog.records if r.name == "proxy.request"]
+    assert [getattr(r, "counted_by", None) for r in logged] == ["proxy"]
