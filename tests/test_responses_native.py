@@ -289,15 +289,22 @@ def test_the_request_gets_the_settings_and_loses_the_proxys_own_items() -> None:
             {"role": "user", "content": "x"},
             {"type": "reasoning", "summary": [], "encrypted_content": "rp1.ours"},
             {"type": "reasoning", "summary": [], "encrypted_content": "gAAAA-theirs"},
+            # another reasoning-proxy's envelope (an upstream that is one): it opens there
+            {"type": "reasoning", "summary": [], "encrypted_content": "rp1.upstreams"},
         ],
         "reasoning": {"effort": "low"},
     }
     settings = ReasoningSettings(effort="high", max_tokens=100)
-    out, ignored = native_request(body, settings, {})
+
+    def ours(token: str) -> bool:
+        return token == "rp1.ours"
+
+    out, ignored = native_request(body, settings, {}, ours)
     assert out["reasoning"] == {"effort": "low"}  # the body's own stays
-    assert [i.get("encrypted_content") for i in out["input"]] == [None, "gAAAA-theirs"]
+    kept = [i.get("encrypted_content") for i in out["input"]]
+    assert kept == [None, "gAAAA-theirs", "rp1.upstreams"]
     assert ignored == ["max_tokens"]
-    out, _ = native_request(body, settings, {"effort": "high"})
+    out, _ = native_request(body, settings, {"effort": "high"}, ours)
     assert out["reasoning"] == {"effort": "high"}  # a header wins
     assert body["reasoning"] == {"effort": "low"}  # the client's body is not changed
 

@@ -69,7 +69,12 @@ from proxy.doors.responses.items import (
     resolved,
     response_of,
 )
-from proxy.doors.responses.native import NativeResponses, native_request, without_own_items
+from proxy.doors.responses.native import (
+    NativeResponses,
+    Opens,
+    native_request,
+    without_own_items,
+)
 from proxy.doors.responses.objects import Echo
 from proxy.doors.responses.request import (
     ENCRYPTED_INCLUDE,
@@ -221,7 +226,9 @@ class ResponsesEndpoint(Door):
         ex = await self.planner.chat(planned, chat_body)
         if ownership.guarded(ex.route):
             await ownership.check_previous(self.rt, tenant, body.get("previous_response_id"))
-        ex.payload, ignored = native_request(body, ex.settings, header_overrides(planned))
+        ex.payload, ignored = native_request(
+            body, ex.settings, header_overrides(planned), self._ours(tenant)
+        )
         ex.stream = body.get("stream") is True
         ex.extra_headers = [(k, v) for k, v in ex.extra_headers if k != IGNORED_HEADER]
         if ignored:
@@ -317,6 +324,16 @@ class ResponsesEndpoint(Door):
                 found.update(items_by_id([record]))
         return found
 
+    def _ours(self, tenant: str) -> Opens:
+        """Whether an `encrypted_content` is an envelope this proxy sealed for
+        `tenant` (not counted or logged when it is not: it goes upstream)."""
+        sealer = self.rt.sealer
+
+        def ours(token: str) -> bool:
+            return sealer.open(tenant, token) is not None
+
+        return ours
+
     def _open(self, tenant: str, token: Any) -> Sealed | None:
         sealed = self.rt.sealer.open(tenant, token)
         if sealed is None:
@@ -351,7 +368,8 @@ class ResponsesAside(TracedEndpoint):
             if route.api == "responses":
                 # as to /v1/responses: the proxy's own reasoning items stay home
                 # (their envelopes mean nothing upstream)
-                foreign = without_own_items(body)
+                tenant = rt.tenant(authorization)
+                foreign = without_own_items(body, door._ours(tenant))
                 if foreign is not None:
                     raw = orjson.dumps(foreign)
                 await self.passthrough._handle(scope, _replay(raw, receive), trace)

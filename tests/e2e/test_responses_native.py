@@ -12,6 +12,7 @@ import openai
 import orjson
 import pytest
 
+from proxy.sealing import Sealed, Sealer
 from tests.harness import FakeUpstream, Json, ProxyServer, Stream, route_config, running_proxy
 from tests.test_responses_native import BASE, NOT_JSON, TAGGED, message, upstream_stream
 
@@ -22,6 +23,13 @@ KEY = {"Authorization": "Bearer sk-native"}
 def proxy(upstream: FakeUpstream) -> Iterator[ProxyServer]:
     with running_proxy(route_config(upstream, api="responses")) as server:
         yield server
+
+
+def sealed(proxy: ProxyServer, text: str, key: str = KEY["Authorization"]) -> str:
+    """An envelope this proxy sealed for the tenant of `key` (as its Responses
+    door seals the reasoning of answers from a chat route)."""
+    rt = proxy.runtime
+    return rt.sealer.seal(rt.tenant(key), Sealed(text))
 
 
 def sdk(proxy: ProxyServer, **headers: str) -> openai.OpenAI:
@@ -37,7 +45,7 @@ def test_a_whole_answer_is_normalized_and_stored(
     upstream.script(Json(answer))
     items: list[Any] = [
         {"role": "user", "content": "Go"},
-        {"type": "reasoning", "summary": [], "encrypted_content": "rp1.made-by-this-proxy"},
+        {"type": "reasoning", "summary": [], "encrypted_content": sealed(proxy, "Made here.")},
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "A"}]},
         {"role": "user", "content": "Again"},
     ]
@@ -367,13 +375,17 @@ def test_the_endpoints_beside_responses_leave_the_proxys_own_items_home(
 ) -> None:
     """input_tokens and compact pass to a Responses upstream as /responses
     would: a reasoning item this proxy made (its envelope no upstream can
-    open) is left out, the upstream's own items go as they came."""
-    own = {"type": "reasoning", "summary": [], "encrypted_content": "rp1.made-by-this-proxy"}
+    open) is left out, the upstream's own items go as they came, and so does
+    an envelope another reasoning-proxy made (an upstream that is one)."""
+    own = {"type": "reasoning", "summary": [], "encrypted_content": sealed(proxy, "Here.")}
     theirs = {"type": "reasoning", "summary": [], "encrypted_content": "gAAA-upstream-blob"}
+    other = Sealer(b"another proxy's secret").seal("its tenant", Sealed("There."))
+    chained = {"type": "reasoning", "summary": [], "encrypted_content": other}
     items: list[Any] = [
         {"role": "user", "content": "Go"},
         own,
         theirs,
+        chained,
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "A"}]},
         {"role": "user", "content": "Again"},
     ]
@@ -384,7 +396,7 @@ def test_the_endpoints_beside_responses_leave_the_proxys_own_items_home(
     assert r.status_code == 200
     (request,) = upstream.requests
     assert request.path == "/v1" + path
-    assert request.json["input"] == [items[0], theirs, *items[3:]]
+    assert request.json["input"] == [items[0], theirs, chained, *items[4:]]
     assert request.json["model"] == "m"
 
 

@@ -6,7 +6,9 @@ The request goes as it came, with the reasoning settings applied
 (the body's own stays unless an X-Reasoning-* header set one); settings a
 Responses upstream has no control for are named in `X-Reasoning-Ignored`;
 reasoning items this proxy made (their `encrypted_content` is one of its
-envelopes, which no upstream can read) are left out.
+envelopes, which no upstream can read: items of responses it answered on a
+chat route) are left out. An envelope this proxy cannot open goes on: an
+upstream that is itself a reasoning-proxy sealed it, and opens it.
 
 The answer (`NativeResponses`): models served raw put their reasoning in
 the answer text as `<think>...</think>`. Tagged reasoning in a message's
@@ -36,6 +38,7 @@ message goes into a reasoning item after it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -58,6 +61,7 @@ from proxy.sealing import PREFIX as ENVELOPE_PREFIX
 from proxy.settings import ReasoningSettings
 
 Json = dict[str, Any]
+Opens = Callable[[str], bool]  # an envelope this proxy sealed for the caller's tenant
 OPEN, DONE, FAILED = "open", "done", "failed"
 _ENDS = {
     "response.completed": DONE,
@@ -94,16 +98,18 @@ _SUMMARY_EVENTS = frozenset(
 
 
 def native_request(
-    body: Json, settings: ReasoningSettings, from_headers: Json
+    body: Json, settings: ReasoningSettings, from_headers: Json, ours: Opens
 ) -> tuple[Json, list[str]]:
-    """The body for a Responses upstream, and the settings it cannot honour."""
+    """The body for a Responses upstream, and the settings it cannot honour.
+    `ours`: whether an `encrypted_content` is an envelope this proxy sealed
+    (for the caller's tenant)."""
     out = dict(body)
     reasoning = dict(out["reasoning"]) if isinstance(out.get("reasoning"), dict) else {}
     if settings.effort is not None and ("effort" in from_headers or "effort" not in reasoning):
         reasoning["effort"] = settings.effort
     if reasoning:
         out["reasoning"] = reasoning
-    foreign = without_own_items(out)
+    foreign = without_own_items(out, ours)
     if foreign is not None:
         out = foreign
     ignored = []
@@ -114,21 +120,24 @@ def native_request(
     return out, ignored
 
 
-def without_own_items(body: Json) -> Json | None:
+def without_own_items(body: Json, ours: Opens) -> Json | None:
     """The body without the reasoning items this proxy made in its `input`
     (None: it has none)."""
     items = body.get("input")
-    if not isinstance(items, list) or not any(_ours(i) for i in items):
+    if not isinstance(items, list):
         return None
-    return {**body, "input": [i for i in items if not _ours(i)]}
+    kept = [i for i in items if not _own_item(i, ours)]
+    return {**body, "input": kept} if len(kept) < len(items) else None
 
 
-def _ours(item: Any) -> bool:
-    """A reasoning item this proxy made: its envelope means nothing upstream."""
+def _own_item(item: Any, ours: Opens) -> bool:
+    """A reasoning item this proxy made (on a chat route: its envelope means
+    nothing upstream). One sealed by another proxy of this kind (an upstream
+    that is one) opens only there, and goes on."""
     if not isinstance(item, dict) or item.get("type") != "reasoning":
         return False
     sealed = item.get("encrypted_content")
-    return isinstance(sealed, str) and sealed.startswith(ENVELOPE_PREFIX)
+    return isinstance(sealed, str) and sealed.startswith(ENVELOPE_PREFIX) and ours(sealed)
 
 
 # -- the answer -------------------------------------------------------------------------
