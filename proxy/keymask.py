@@ -233,11 +233,10 @@ class DeltaMask:
     delta. Events that need no change go out as they came, and without a
     JSON parse when no string value in them ends like a key begins."""
 
-    __slots__ = ("_held", "_keys", "_last", "_mask", "_rest", "_starts", "_tails")
+    __slots__ = ("_held", "_last", "_mask", "_rest", "_starts", "_tails")
 
     def __init__(self, mask: KeyMask) -> None:
         self._mask = mask
-        self._keys = mask._text_keys
         self._tails = mask._tails  # exact, for one event
         self._starts = mask._starts  # quick, for a read: see `_candidate`
         # choice index -> (field, index of its tool call or details item or -1,
@@ -341,14 +340,11 @@ class DeltaMask:
             if type(delta) is dict and "function_call" in delta:
                 continue
             place, key, field, tool = slots[-1]  # only the delta's last text can go on
-            text = self._mask.text(place[key])
-            cut = _key_start(text, self._keys)
-            if cut < len(text):
-                self._held[index] = (field, tool, key, text[cut:])
-                place[key] = text[:cut]
-                edited = True
-            elif text is not place[key]:
-                place[key] = text
+            now, tail = self._mask.split_tail(place[key])
+            if tail:
+                self._held[index] = (field, tool, key, tail)
+            if tail or now != place[key]:
+                place[key] = now
                 edited = True
         return b"data: " + orjson.dumps(obj) + _EVENT_END if edited else None
 
