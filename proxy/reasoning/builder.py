@@ -24,6 +24,7 @@ from proxy.reasoning.blocks import (
     Turn,
     index_key,
 )
+from proxy.reasoning.calls import CallSlots, arguments_text
 from proxy.reasoning.native import DetailsMerger, is_opaque_detail, merge_piece
 
 
@@ -59,6 +60,7 @@ class _Tool:
 class TurnBuilder:
     __slots__ = (
         "_block",
+        "_calls",
         "_chars",
         "_details",
         "_hidden",
@@ -76,7 +78,8 @@ class TurnBuilder:
         self._block: _Block | None = None  # the block receiving reasoning now
         self._texts: list[str] | None = None  # the text part receiving text now, if last
         self._shadow: _Block | None = None
-        self._tools: dict[Any, _Tool] = {}
+        self._tools: list[_Tool] = []  # by slot
+        self._calls: CallSlots | None = None  # made at the first tool call
         self._details = DetailsMerger()
         # thinking blocks: by index when the upstream numbers them, and the last
         self._thinking: dict[Any, tuple[_Block, Json]] = {}
@@ -187,12 +190,20 @@ class TurnBuilder:
         self._parts.append(part)
         self._texts = None
 
-    def tool_call(self, delta: Json) -> None:
+    def tool_call(self, delta: Json, position: int = 0) -> Any:
+        """Add a piece of a tool call (`position`: its place in its chunk's
+        list); return the `index` a chat client should see it at (see
+        `CallSlots.wire`)."""
         self._block = None
-        key = index_key(delta.get("index", len(self._tools)))
-        tool = self._tools.get(key)
-        if tool is None:
-            tool = self._tools[key] = _Tool()
+        calls = self._calls
+        if calls is None:
+            calls = self._calls = CallSlots()
+        slot = calls.slot(delta, position)
+        if slot < len(self._tools):
+            tool = self._tools[slot]
+        else:
+            tool = _Tool()
+            self._tools.append(tool)
             self._add(tool)
         if delta.get("id"):
             tool.id = str(delta["id"])
@@ -202,9 +213,10 @@ class TurnBuilder:
         if type(function) is dict:
             if function.get("name"):
                 tool.name += str(function["name"])
-            args = function.get("arguments")
-            if type(args) is str:
+            args = arguments_text(function.get("arguments"))
+            if args is not None:
                 tool.args.append(args)
+        return calls.wire(slot)
 
     def details(self, items: list[Any]) -> None:
         for item in items:

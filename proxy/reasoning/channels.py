@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from proxy.reasoning.blocks import Json
 from proxy.reasoning.builder import TurnBuilder
+from proxy.reasoning.calls import as_chat_call
 from proxy.reasoning.native import REASONING_FIELDS, native_text, thinking_signature
 from proxy.reasoning.output import Output, ShapeWriter
 from proxy.reasoning.sse import DEFAULT_MAX_LINE_BYTES
@@ -80,7 +81,17 @@ class NormalizeOptions:
 class ChoiceSeparator:
     """Separation state of one choice index."""
 
-    __slots__ = ("builder", "finished", "include", "mark", "native", "plain", "splitter", "writer")
+    __slots__ = (
+        "builder",
+        "finished",
+        "include",
+        "mark",
+        "native",
+        "plain",
+        "rewrote",
+        "splitter",
+        "writer",
+    )
 
     def __init__(self, options: NormalizeOptions) -> None:
         self.splitter = TagSplitter(options.tags, implicit_open=options.implicit_open_tag)
@@ -93,6 +104,9 @@ class ChoiceSeparator:
         self.writer = None if options.default_shape else ShapeWriter(options.output)
         self.native = False
         self.finished = False
+        # a tool call was put in OpenAI's shape (`as_chat_call`): what it
+        # came in goes out re-encoded; the normalizer resets it
+        self.rewrote = False
         # the character every delimiter starts with: content without it is
         # plain ("" when the delimiters start with several: never plain here)
         self.mark = options.tags.mark or ""
@@ -132,9 +146,12 @@ class ChoiceSeparator:
                 delta["reasoning_content"] = text
         return CHANGED
 
-    def separate(self, obj: Json, final: bool) -> tuple[list[tuple[int, str]], str | None]:
-        """Feed one delta (or message); return the client segments in order and
-        the reasoning source field when the delta carried native reasoning."""
+    def separate(
+        self, obj: Json, final: bool, delta: bool = True
+    ) -> tuple[list[tuple[int, str]], str | None]:
+        """Feed one delta (or, `delta` False, a whole message); return the
+        client segments in order and the reasoning source field when the
+        delta carried native reasoning."""
         segments: list[tuple[int, str]] = []
         builder = self.builder
         source: str | None = None
@@ -179,9 +196,12 @@ class ChoiceSeparator:
             self._tags(self.splitter.release(), segments)
         self.plain = self.splitter.plain
         if calls and type(calls) is list:
-            for call in calls:
+            for n, call in enumerate(calls):
                 if type(call) is dict:
-                    builder.tool_call(call)
+                    wire = builder.tool_call(call, n)
+                    # in OpenAI's shape for the client (proxy/reasoning/calls.py)
+                    if as_chat_call(call, wire if delta else None):
+                        self.rewrote = True
         if legacy and type(legacy) is dict:
             builder.tool_call({"index": LEGACY_CALL, "function": legacy})
         return segments, source

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from proxy.reasoning.blocks import Json, index_key
+from proxy.reasoning.calls import CallSlots, arguments_text
 from proxy.reasoning.normalizer import answer_error, chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder
 
@@ -55,11 +56,12 @@ def completion_as_stream(completion: Json) -> bytes:
 
 
 class _Choice:
-    __slots__ = ("calls", "finish_reason", "message")
+    __slots__ = ("calls", "finish_reason", "message", "slots")
 
     def __init__(self) -> None:
         self.message: Json = {"role": "assistant"}
-        self.calls: dict[Any, Json] = {}
+        self.calls: dict[int, Json] = {}  # by slot (proxy/reasoning/calls.py)
+        self.slots = CallSlots()
         self.finish_reason: Any = None
 
     def add(self, delta: Json) -> None:
@@ -82,11 +84,11 @@ class _Choice:
                     message[key] = value
 
     def _calls(self, calls: list[Any]) -> None:
-        for call in calls:
+        for n, call in enumerate(calls):
             if type(call) is not dict:
                 continue
             entry = self.calls.setdefault(
-                index_key(call.get("index", len(self.calls))),
+                self.slots.slot(call, n),
                 {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
             )
             for key in ("id", "type"):
@@ -94,9 +96,12 @@ class _Choice:
                     entry[key] = call[key]
             function = call.get("function")
             if type(function) is dict:
-                for key in ("name", "arguments"):
-                    if type(function.get(key)) is str:
-                        entry["function"][key] += function[key]
+                name = function.get("name")
+                if type(name) is str:
+                    entry["function"]["name"] += name
+                arguments = arguments_text(function.get("arguments"))
+                if arguments is not None:
+                    entry["function"]["arguments"] += arguments
 
     def _function_call(self, piece: Json) -> None:
         call = self.message.setdefault("function_call", {"name": "", "arguments": ""})

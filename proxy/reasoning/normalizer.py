@@ -566,6 +566,9 @@ class StreamNormalizer:
             if self._include and len(choices) == 1 and not in_order(segments):
                 split = self._split(obj, choice, delta, segments, source, state, final)
                 continue
+            if state.rewrote:  # a tool call put in OpenAI's shape (proxy/reasoning/calls.py)
+                state.rewrote = False
+                changed = True
             if state.write(delta, segments, source, final):
                 changed = True
             if self.tap is not None:
@@ -696,8 +699,8 @@ def normalize_completion(
             continue
         message = choice["message"]
         state = ChoiceSeparator(options)
-        segments, source = state.separate(message, True)
-        if state.write(message, segments, source, True):
+        segments, source = state.separate(message, True, delta=False)
+        if state.write(message, segments, source, True) or state.rewrote:
             changed = True
         if first is None:
             first = state

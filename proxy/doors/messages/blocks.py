@@ -10,6 +10,8 @@ tool call's arguments are unfinished. `BlockOrder` keeps Anthropic's order:
 - a block that begins while the live one cannot close yet is *held*: its
   pieces are kept, and once every block before it has closed it goes out
   whole (its start and one delta with all it has), then is live itself;
+- a tool call whose first piece has no name (some servers send the name in
+  a later piece) is held until the name comes, or until `drain()`;
 - a thinking or text block closes as soon as the next block begins; a tool
   call once its arguments are a whole JSON object (after which only
   whitespace can follow), else when `drain()` says the blocks are complete
@@ -111,6 +113,13 @@ class Block:
         self.closed = False
 
 
+def _ready(block: Block) -> bool:
+    """A block can start: a tool call once it has a name (a server may send
+    the name after the call's first piece; a `content_block_start` cannot
+    take it back)."""
+    return block.kind != TOOL or bool(block.head.get("name"))
+
+
 def whole_object(parts: list[str]) -> bool:
     """The arguments so far are a whole JSON object (a cheap look at the
     last piece first: an object ends with `}`)."""
@@ -140,12 +149,16 @@ class BlockOrder:
         return self.held[-1] if self.held else self.live
 
     def begin(self, block: Block, out: list[bytes]) -> Block:
-        if not self.held and (self.live is None or self._closable(self.live)):
+        if not self.held and _ready(block) and (self.live is None or self._closable(self.live)):
             self._close_live(out)
             self._start(block, out)
         else:
             self.held.append(block)
         return block
+
+    def named(self, out: list[bytes]) -> None:
+        """A held tool call got its name: what waited for it may go out."""
+        self._advance(out, force=False)
 
     def add(self, block: Block, text: str, out: list[bytes]) -> None:
         if block.closed:
@@ -166,7 +179,9 @@ class BlockOrder:
         self._close_live(out)
 
     def _advance(self, out: list[bytes], *, force: bool) -> None:
-        while self.held and (force or self.live is None or self._closable(self.live)):
+        while self.held and (
+            force or (_ready(self.held[0]) and (self.live is None or self._closable(self.live)))
+        ):
             self._close_live(out)
             self._start(self.held.pop(0), out)
 

@@ -46,6 +46,7 @@ from proxy.doors.messages.blocks import (
     event,
 )
 from proxy.doors.messages.shapes import error_body, error_from_openai, matched_stop, stop_reason
+from proxy.reasoning.calls import CallSlots, arguments_text
 from proxy.reasoning.channels import LEGACY_CALL
 from proxy.reasoning.native import DetailsMerger
 from proxy.reasoning.normalizer import answer_error, chunk_usage
@@ -137,7 +138,8 @@ class MessagesEncoder:
         self._decoder = SSEDecoder(max_line_bytes)
         self._started = False
         self._order = BlockOrder(seal, show_thinking)
-        self._tools: dict[Any, Block] = {}  # chat tool-call index -> its block
+        self._tools: dict[Any, Block] = {}  # tool-call slot (or LEGACY_CALL) -> its block
+        self._slots = CallSlots()
         self._finish: Any = None
         self._stop_sequence: str | None = None
         self._usage: Any = None
@@ -232,8 +234,7 @@ class MessagesEncoder:
         for call in calls:
             function = call.get("function")
             function = function if isinstance(function, dict) else {}
-            arguments = function.get("arguments")
-            arguments = arguments if isinstance(arguments, str) and arguments else "{}"
+            arguments = arguments_text(function.get("arguments")) or "{}"
             chars += len(arguments)
             try:
                 parsed = orjson.loads(arguments)
@@ -344,10 +345,9 @@ class MessagesEncoder:
                     self._order.add(block, content, out)
             calls = delta.get("tool_calls")
             if isinstance(calls, list):
-                for call in calls:
+                for n, call in enumerate(calls):
                     if isinstance(call, dict):
-                        index = call.get("index", 0)
-                        at = index if isinstance(index, int) else repr(index)
+                        at = self._slots.slot(call, n)
                         self._tool_call(at, call.get("id"), call.get("function"), out)
             legacy = delta.get("function_call")
             if isinstance(legacy, dict):
@@ -385,8 +385,9 @@ class MessagesEncoder:
             block = self._tools[key] = self._order.begin(Block(TOOL, head), out)
         elif block.index == HELD and name and not block.head["name"]:
             block.head["name"] = name  # a name that came after the call's first piece
-        arguments = function.get("arguments")
-        if isinstance(arguments, str) and arguments:
+            self._order.named(out)
+        arguments = arguments_text(function.get("arguments"))
+        if arguments:
             self._chars += len(arguments)
             self._order.add(block, arguments, out)
 

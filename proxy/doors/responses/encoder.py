@@ -64,6 +64,7 @@ from proxy.doors.responses.objects import (
 )
 from proxy.doors.responses.tools import ClientTool, ToolNames
 from proxy.reasoning.blocks import Json, Turn, blocks_for_context, join_reasoning
+from proxy.reasoning.calls import CallSlots, arguments_text
 from proxy.reasoning.channels import LEGACY_CALL, NormalizeOptions, visible_tokens
 from proxy.reasoning.native import DetailsMerger
 from proxy.reasoning.normalizer import answer_error, chunk_usage
@@ -112,7 +113,7 @@ class _Message:
 
 
 class _Call:
-    __slots__ = ("call_id", "head", "id", "index", "name", "parts", "tool")
+    __slots__ = ("announced", "call_id", "head", "id", "index", "name", "parts", "tool")
 
     def __init__(self, item_id: str, index: int, call_id: str, tool: ClientTool) -> None:
         self.id = item_id
@@ -122,6 +123,9 @@ class _Call:
         self.call_id = call_id
         self.tool = tool
         self.parts: list[str] = []
+        # its `output_item.added` went out (a call whose name has not come
+        # yet waits, its arguments kept, until the name or the next item)
+        self.announced = False
 
 
 class ResponsesEncoder:
@@ -155,7 +159,9 @@ class ResponsesEncoder:
         self._output: list[Json | None] = []  # by output_index; None while open
         self._reasoning: _Reasoning | None = None
         self._message: _Message | None = None
-        self._calls: dict[Any, _Call] = {}
+        self._calls: dict[Any, _Call] = {}  # by tool-call slot (or LEGACY_CALL)
+        self._slots = CallSlots()
+        self._unnamed: _Call | None = None  # a call waiting for its name
         # text that came while a call was open, waiting for the call to end
         self._held: list[tuple[str, bool, Any]] = []
         self._finish: str | None = None
@@ -233,7 +239,7 @@ class ResponsesEncoder:
                 continue
             assert isinstance(call, dict)
             tool = self.names.client(str(function.get("name") or ""))
-            arguments = str(function.get("arguments") or "")
+            arguments = arguments_text(function.get("arguments")) or ""
             payload = self.names.custom_input(arguments) if tool.custom else arguments
             call_id = _call_id(call) or self._id("call", len(self._output))
             item_id = self._id("ctc" if tool.custom else "fc")
@@ -348,10 +354,10 @@ class ResponsesEncoder:
         if calls and type(calls) is list:
             for n, call in enumerate(calls):
                 if isinstance(call, dict):
-                    self._tool_call(call, n, out)
+                    self._tool_call(call, self._slots.slot(call, n), out)
         legacy = delta.get("function_call")
         if legacy and type(legacy) is dict:
-            self._tool_call({"index": LEGACY_CALL, "function": legacy}, 0, out)
+            self._tool_call({"function": legacy}, LEGACY_CALL, out)
 
     def _error(self, data: bytes, out: list[bytes]) -> None:
         try:
@@ -490,12 +496,13 @@ class ResponsesEncoder:
         done = message_item(item.id, text, self._closing, item.refusal, item.logprobs)
         self._done(out, item.index, done)
 
-    def _tool_call(self, delta: Json, position: int, out: list[bytes]) -> None:
-        key = delta.get("index", position)
-        key = key if isinstance(key, int | str) else position
+    def _tool_call(self, delta: Json, key: Any, out: list[bytes]) -> None:
+        """A piece of the tool call at `key` (its slot, proxy/reasoning/calls.py)."""
         function = delta.get("function") if isinstance(delta.get("function"), dict) else {}
         assert isinstance(function, dict)
-        arguments = function.get("arguments")
+        arguments = arguments_text(function.get("arguments"))
+        name = function.get("name")
+        name = name if isinstance(name, str) else ""
         call = self._calls.get(key)
         if call is None:
             self._release_held(out)
@@ -503,20 +510,46 @@ class ResponsesEncoder:
             self._close_message(out)
             if self.hidden:
                 self._hidden_reasoning(out)
+            if self._unnamed is not None:  # the calls go out in the order they began
+                self._announce(out, self._unnamed)
+                self._unnamed = None
             index = self._add()
             call_id = _call_id(delta) or self._id("call", index)
-            tool = self.names.client(str(function.get("name") or ""))
-            kind = "ctc" if tool.custom else "fc"
-            call = self._calls[key] = _Call(self._id(kind, index), index, call_id, tool)
-            self._added(out, call.index, call_item(call.id, call_id, tool, "", "in_progress"))
-        if isinstance(arguments, str) and arguments:
+            call = self._calls[key] = self._call(index, call_id, name)
+            if name:
+                self._announce(out, call)
+            else:
+                self._unnamed = call
+        elif name and call is self._unnamed:  # its name came after its first piece
+            self._unnamed = None
+            call = self._calls[key] = self._call(call.index, call.call_id, name, call.parts)
+            self._announce(out, call)
+        if arguments:
             call.parts.append(arguments)
-            if not call.tool.custom:  # a custom tool's input is known once its JSON is whole
+            if call.announced and not call.tool.custom:  # a custom tool's input: once whole
                 self._delta_event(out, call.head, arguments)
+
+    def _call(self, index: int, call_id: str, name: str, parts: list[str] | None = None) -> _Call:
+        tool = self.names.client(name)
+        call = _Call(self._id("ctc" if tool.custom else "fc", index), index, call_id, tool)
+        if parts:
+            call.parts = parts
+        return call
+
+    def _announce(self, out: list[bytes], call: _Call) -> None:
+        """`output_item.added` for a call, with the arguments it has so far."""
+        call.announced = True
+        item = call_item(call.id, call.call_id, call.tool, "", "in_progress")
+        self._emit(out, "response.output_item.added", output_index=call.index, item=item)
+        if call.parts and not call.tool.custom:
+            self._delta_event(out, call.head, "".join(call.parts))
 
     def _close_calls(self, out: list[bytes]) -> None:
         calls, self._calls = self._calls, {}
+        self._unnamed = None
         for call in calls.values():
+            if not call.announced:  # its name never came
+                self._announce(out, call)
             arguments = "".join(call.parts)
             if call.tool.custom:
                 payload = self.names.custom_input(arguments)
@@ -637,6 +670,10 @@ class ResponsesEncoder:
         return at
 
     def _added(self, out: list[bytes], index: int, item: Json) -> None:
+        unnamed = self._unnamed
+        if unnamed is not None:  # the items go out in the order they began
+            self._unnamed = None
+            self._announce(out, unnamed)
         self._emit(out, "response.output_item.added", output_index=index, item=item)
 
     def _done(self, out: list[bytes], index: int, item: Json) -> None:
