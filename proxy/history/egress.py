@@ -103,8 +103,7 @@ class AssistantMessage:
 
     @property
     def fingerprint(self) -> str | None:
-        text = self.content if isinstance(self.content, str) else ""
-        return fingerprint(text + self.refusal, self.tool_calls)
+        return fingerprint(content_text(self.content) + self.refusal, self.tool_calls)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -149,8 +148,11 @@ def split_tags(text: str, tags: TagSet) -> tuple[str, str]:
 def read_assistant(position: int, message: Json, tags: TagSet) -> AssistantMessage:
     content = message.get("content")
     tagged = ""
-    if isinstance(content, str) and tags.starts.search(content):
-        content, tagged = split_tags(content, tags)
+    if isinstance(content, str):
+        if tags.starts.search(content):
+            content, tagged = split_tags(content, tags)
+    elif isinstance(content, list):
+        content, tagged = _split_parts(content, tags)
     own: Reasoning | None = None
     found = native_text(message)
     items = _objects(message.get("reasoning_details"))
@@ -178,6 +180,43 @@ def read_assistant(position: int, message: Json, tags: TagSet) -> AssistantMessa
     refusal = message.get("refusal")
     refusal = refusal if isinstance(refusal, str) else ""
     return AssistantMessage(position, content, tuple(ids), tuple(named), own, refusal)
+
+
+def _split_parts(parts: list[Any], tags: TagSet) -> tuple[list[Any], str]:
+    """`split_tags` over content given as parts: each text part's tags
+    removed (a part left empty goes), the reasoning of all joined. The list
+    itself when no part has a tag."""
+    texts = [_text_of(p) for p in parts]
+    if not any(t is not None and tags.starts.search(t) for t in texts):
+        return parts, ""
+    out: list[Any] = []
+    found: list[str] = []
+    for part, text in zip(parts, texts, strict=True):
+        if text is None or not tags.starts.search(text):
+            out.append(part)
+            continue
+        visible, reasoning = split_tags(text, tags)
+        if reasoning:
+            found.append(reasoning)
+        if visible.strip():
+            out.append({**part, "text": visible})
+    return out, "\n\n".join(found)
+
+
+def _text_of(part: Any) -> str | None:
+    """A text part's text (chat's `{"type": "text", "text": ...}`)."""
+    if isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+        return str(part["text"])
+    return None
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's content: a string, or its text parts joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(t for t in map(_text_of, content) if t is not None)
+    return ""
 
 
 def _objects(value: Any) -> tuple[Json, ...]:
@@ -261,7 +300,10 @@ async def find_stored(
 async def best_stored(a: AssistantMessage, get: Any) -> Turn | None:
     """By tool-call id, else by fingerprint. Some upstreams reuse tool-call ids
     (Kimi numbers them `functions.name:0` per conversation), so a turn found
-    by id whose content differs yields to one whose fingerprint matches."""
+    by id whose content differs yields to one whose fingerprint matches. A
+    turn found by fingerprint whose calls have ids none of the message's
+    has is another answer that said the same (another chat's identical
+    call): not a match."""
     fp = a.fingerprint
     for call_id in a.tool_call_ids:
         turn = await _get(get, f"t:{call_id}")
@@ -269,10 +311,18 @@ async def best_stored(a: AssistantMessage, get: Any) -> Turn | None:
             continue
         if fp and turn_refs_of(turn)[1] != fp:
             exact = await _get(get, f"f:{fp}")
-            if exact is not None:
+            if exact is not None and _same_calls(a, exact):
                 return exact
         return turn
-    return await _get(get, f"f:{fp}") if fp else None
+    found = await _get(get, f"f:{fp}") if fp else None
+    return found if found is not None and _same_calls(a, found) else None
+
+
+def _same_calls(a: AssistantMessage, turn: Turn) -> bool:
+    """The message's tool-call ids and the turn's do not contradict: one side
+    has none, or they share one."""
+    ids = turn.tool_call_ids
+    return not ids or not a.tool_call_ids or not set(ids).isdisjoint(a.tool_call_ids)
 
 
 async def _get(get: Any, index_key: str) -> Turn | None:
@@ -408,9 +458,13 @@ def _write(
         if reasoning.details:  # it came in reasoning_details (reasoning_split): back there
             message["reasoning_details"] = [dict(d) for d in reasoning.details]
             return
+        think = f"<think>\n{reasoning.text}\n</think>\n\n"
         content = message.get("content")
-        visible = content if isinstance(content, str) else ""
-        message["content"] = f"<think>\n{reasoning.text}\n</think>\n\n{visible}"
+        if isinstance(content, list) and any(_text_of(p) is None for p in content):
+            # parts that are not text stay parts: the block goes first
+            message["content"] = [{"type": "text", "text": think}, *content]
+        else:  # text, or text parts (joined: the dialect's own shape is a string)
+            message["content"] = think + content_text(content)
     elif reasoning.text:
         message[where] = reasoning.text
     elif tool_turn and dialect.tool_turn_placeholder is not None:
