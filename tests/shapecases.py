@@ -338,3 +338,31 @@ CASES += [
         max_reasoning_bytes=1024,
     ),
 ]
+
+
+def _mistral_thinking(text: str) -> Json:
+    return {"type": "thinking", "thinking": [{"type": "text", "text": text}]}
+
+
+CASES += [
+    native_case(
+        "mistral-content-chunks",
+        "Mistral's reasoning models: content as a list of thinking and text chunks",
+        {},
+        [
+            {"content": [_mistral_thinking("Add two ")]},
+            {"content": [_mistral_thinking("and two.")]},
+            {"content": [{"type": "text", "text": "It is "}]},
+            {"content": "4."},
+        ],
+        {
+            "content": [
+                _mistral_thinking("Add two and two."),
+                {"type": "text", "text": "It is 4."},
+            ]
+        },
+        "It is 4.",
+        ["Add two and two."],
+        blocks=[("reasoning_content", None, False)],
+    ),
+]

@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from proxy.reasoning.blocks import Json
 from proxy.reasoning.builder import TurnBuilder
 from proxy.reasoning.calls import as_chat_call
-from proxy.reasoning.native import REASONING_FIELDS, native_text, thinking_signature
+from proxy.reasoning.native import (
+    REASONING_FIELDS,
+    content_parts_as_fields,
+    native_text,
+    thinking_signature,
+)
 from proxy.reasoning.output import Output, ShapeWriter
 from proxy.reasoning.sse import DEFAULT_MAX_LINE_BYTES
 from proxy.reasoning.tags import DEFAULT_TAG_SET, Reasoning, TagEvent, TagSet, TagSplitter, Visible
@@ -155,6 +160,8 @@ class ChoiceSeparator:
         segments: list[tuple[int, str]] = []
         builder = self.builder
         source: str | None = None
+        if content_parts_as_fields(obj):  # Mistral's chunks (proxy/reasoning/native.py)
+            self.rewrote = True
         blocks = obj.get("thinking_blocks")
         if blocks and type(blocks) is list:
             # each thinking block is a block; the same text in another field

@@ -10,6 +10,13 @@ Anthropic-compatible upstreams: `thinking` blocks with a `signature`,
 twice, in `reasoning` and in a `reasoning.text` detail, or in
 `reasoning_content` and `thinking_blocks`: one delta yields one text, from
 the first field that has any, so it counts once.
+
+Mistral's reasoning models (Magistral; Mistral Small and Medium with
+`reasoning_effort`) send `content` as a list of chunks instead:
+`{"type": "thinking", "thinking": [{"type": "text", "text": ...}]}` and
+`{"type": "text", "text": ...}`. `content_parts_as_fields` turns such a
+list into chat's fields (the text into `content`, the thinking into
+`reasoning_content`) before anything else reads the delta or message.
 """
 
 from __future__ import annotations
@@ -57,6 +64,40 @@ def native_text(obj: dict[str, Any]) -> tuple[str, SourceField] | None:
         if text:
             return text, "thinking_blocks"
     return None
+
+
+def content_parts_as_fields(obj: Json) -> bool:
+    """A `content` list of text and thinking chunks as a `content` string and
+    `reasoning_content` (added to what the field already holds), in place.
+    Chunks of other types are left out of both. True if `content` was a list."""
+    parts = obj.get("content")
+    if type(parts) is not list:
+        return False
+    texts: list[str] = []
+    thinking: list[str] = []
+    for part in parts:
+        if type(part) is not dict:
+            continue
+        kind = part.get("type")
+        if kind == "text" and type(part.get("text")) is str:
+            texts.append(part["text"])
+        elif kind == "thinking":
+            thinking.append(_chunks_text(part.get("thinking")))
+    obj["content"] = "".join(texts)
+    found = "".join(thinking)
+    if found:
+        before = obj.get("reasoning_content")
+        obj["reasoning_content"] = (before if type(before) is str else "") + found
+    return True
+
+
+def _chunks_text(value: Any) -> str:
+    """The text of a thinking chunk's `thinking`: a string, or text chunks."""
+    if type(value) is str:
+        return value
+    if type(value) is not list:
+        return ""
+    return "".join(c["text"] for c in value if type(c) is dict and type(c.get("text")) is str)
 
 
 def thinking_text(value: Any) -> str:
