@@ -9,6 +9,7 @@ variable without a default is an error). Secrets (`api_key`, `admin_token`,
 from __future__ import annotations
 
 import fnmatch
+import ipaddress
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -132,9 +133,17 @@ class RouteModel(_Model):
     @field_validator("upstream")
     @classmethod
     def _upstream_url(cls, value: str) -> str:
+        # (urlsplit drops tabs and newlines where it finds them: checked first)
+        if any(c.isspace() or c < " " or c == "\x7f" for c in value):
+            raise ValueError("must not contain spaces or control characters")
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
+        if not valid_host(parts.hostname):
+            raise ValueError(
+                "must have a valid host: an IP address or a name of letters, digits, '-', "
+                "'_' and '.' (an internationalized name in its xn-- form)"
+            )
         if parts.query or parts.fragment:
             raise ValueError("must not have a query or fragment")
         try:
@@ -171,6 +180,24 @@ class RouteModel(_Model):
         return value
 
 
+_HOST_LABEL = re.compile(r"[A-Za-z0-9_-]{1,63}")
+
+
+def valid_host(host: str) -> bool:
+    """An IP address, or a DNS name as a resolver takes it: dot-separated
+    labels of ASCII letters, digits, '-' and '_' (a container's service name
+    may hold one), at most 253 characters, a final dot allowed."""
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    name = host[:-1] if host.endswith(".") else host
+    if not name or len(name) > 253:
+        return False
+    return all(_HOST_LABEL.fullmatch(label) for label in name.split("."))
+
+
 class ServerModel(_Model):
     host: str = "127.0.0.1"
     port: int = Field(8787, ge=0, le=65535)
@@ -198,12 +225,24 @@ class ServerModel(_Model):
     allowed_hosts: list[str] = Field(default_factory=list)
 
 
+MAX_TTL_SECONDS = 10 * 365 * 24 * 3600  # ten years
+
+
 class StoreModel(_Model):
     url: str = "memory://"
     max_conversations: int = Field(10_000, ge=1)
     max_bytes: int = Field(256 * 1024 * 1024, ge=1024)
     ttl_seconds: int = Field(7 * 24 * 3600, ge=1)
     max_turns_per_conversation: int = Field(1000, ge=1)
+
+    @field_validator("ttl_seconds")
+    @classmethod
+    def _ttl_bound(cls, value: int) -> int:
+        # one bound for every store: past Redis's range its expiries fail
+        # (every write then fails halfway, leaving keys without a TTL)
+        if value > MAX_TTL_SECONDS:
+            raise ValueError(f"must be at most {MAX_TTL_SECONDS} (ten years)")
+        return value
 
 
 class LimitsModel(_Model):
@@ -527,9 +566,18 @@ def _yaml_error(exc: yaml.YAMLError) -> str:
 def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the config file ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise ConfigError(
+            f"{path}: not UTF-8: byte 0x{raw[exc.start]:02x} at line {line}, column {column} "
+            "(save the file as UTF-8)"
+        ) from None
     try:
         data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader
     except yaml.YAMLError as exc:

@@ -279,7 +279,11 @@ class Planner:
             raise UnknownProfile(
                 f"{PROFILE_HEADER} names no profile of this proxy.", param=PROFILE_HEADER
             )
-        return config_overrides(stored, "profile")
+        try:
+            return config_overrides(stored, "profile")
+        except ValueError:
+            # stored by a version that took null for any setting: null was unset
+            return config_overrides({k: v for k, v in stored.items() if v is not None}, "profile")
 
 
 def ignored_settings(

@@ -34,7 +34,7 @@ DRAIN_POLL = 0.1  # seconds between two looks for a second Ctrl-C while draining
 REMEMBERED_KEY = 512  # characters: longer keys get their tenant computed every time
 
 RANDOM_SECRET_WARNING = (
-    "REASONING_PROXY_SECRET is not set and the store did not give its tenant secret: until "
+    "REASONING_PROXY_SECRET is not set and the store did not give its tenant secret. Until "
     "it does, requests use a random secret drawn for this run, so their stored turns and "
     "the sealed reasoning clients hold (Responses encrypted_content, Anthropic thinking "
     "signatures) are not found or opened after a restart or on another replica, and "
@@ -50,6 +50,21 @@ KEPT_SECRET_NOTE = (
 )
 # seconds between two asks for the store's tenant secret, after a failed one
 SECRET_RETRY = (1.0, 5.0)
+# seconds between two checks that the store still keeps the secret in use:
+# one the store lost (Redis restarted without persistence, FLUSHALL) is
+# written back, so a process started later adopts it rather than drawing anew
+SECRET_CHECK = 2.0
+SECRET_CONFLICT_ERROR = (
+    "the tenant secret kept in the %s store is not the one this process uses (the store "
+    "lost it and another process kept its own, or it was replaced): a client key is not "
+    "the same tenant here as on the processes that use the store's secret, so /readyz "
+    "answers 503 until the store holds this process's secret again. Restart this process "
+    "to use the store's secret (what it stored under its own is then not found), or set "
+    "REASONING_PROXY_SECRET on every process."
+)
+SECRET_AGREES_NOTE = (
+    "the %s store holds this process's tenant secret again: /readyz no longer fails for it"
+)
 # with the memory store nothing the proxy keeps outlives the process; only
 # sealed reasoning held by a client does, so the warning waits for the first seal
 SEALED_SECRET_WARNING = (
@@ -130,7 +145,11 @@ class Runtime:
         in_process = isinstance(self.store, MemoryStore)
         # a secret drawn for this run: a store that outlives the process keeps
         # one instead (start() adopts it), so its turns outlive the process too
-        self.secret_pending = (config.secret is None or secret_drawn) and not in_process
+        self._secret_kept = (config.secret is None or secret_drawn) and not in_process
+        # the store's secret is not known yet (it did not answer)
+        self._secret_unknown = self._secret_kept
+        # the store keeps a secret other than this process's (see SECRET_CONFLICT_ERROR)
+        self.secret_conflict = False
         self._secret_task: asyncio.Task[None] | None = None
         self._live_started = False
         # reasoning that leaves inside client-held artefacts, sealed under the secret
@@ -159,6 +178,20 @@ class Runtime:
         self.requests: set[asyncio.Task[Any]] = set()
         self._grace_over = False
 
+    @property
+    def secret_pending(self) -> bool:
+        """A client key may not be the tenant here that it is on the other
+        processes of the store: the store's secret is not known yet, or the
+        store keeps another one (`secret_state` says which). Not ready."""
+        return self._secret_unknown or self.secret_conflict
+
+    @property
+    def secret_state(self) -> str | None:
+        """Why the secret is not settled: "pending", "conflict", or None."""
+        if self._secret_unknown:
+            return "pending"
+        return "conflict" if self.secret_conflict else None
+
     async def start(self) -> None:
         self.metrics.store_up.set(1)
         await self.upstream.start()
@@ -169,9 +202,10 @@ class Runtime:
             await asyncio.wait_for(self.store.start(), STORE_TIMEOUT)
         except (TimeoutError, StoreFailure) as exc:
             self.health.failed("start", exc)
-        if self.secret_pending and not await self._secret_from_store():
+        if self._secret_unknown and not await self._secret_from_store():
             log.warning(RANDOM_SECRET_WARNING)
-            self._secret_task = asyncio.create_task(self._secret_later())
+        if self._secret_kept:
+            self._secret_task = asyncio.create_task(self._keep_secret())
         await self.live.start()
         self._live_started = True
         # load the tokenizer now, off the event loop, not on the first request
@@ -186,7 +220,7 @@ class Runtime:
             kept = await asyncio.wait_for(self.store.tenant_secret(self._secret), STORE_TIMEOUT)
         except (TimeoutError, StoreFailure):
             return False
-        self.secret_pending = False
+        self._secret_unknown = False
         self._secret = kept
         self.sealer = Sealer(kept)
         previous, self.live = self.live, live_feed(self.store, kept)
@@ -197,13 +231,33 @@ class Runtime:
         log.warning(KEPT_SECRET_NOTE, self.store.name)
         return True
 
-    async def _secret_later(self) -> None:
-        """Ask the store for its secret until it gives it."""
+    async def _keep_secret(self) -> None:
+        """Ask the store for its secret until it gives it; then check, every
+        SECRET_CHECK seconds, that it still keeps that one."""
         delay, most = SECRET_RETRY
-        while self.secret_pending:
+        while self._secret_unknown:
             await asyncio.sleep(delay)
             delay = min(delay * 2, most)
             await self._secret_from_store()
+        while True:
+            await asyncio.sleep(SECRET_CHECK)
+            await self._check_kept_secret()
+
+    async def _check_kept_secret(self) -> None:
+        """Write this process's secret back where the store lost it (the
+        store keeps what it has, else this one: the same call that gave it);
+        a different one kept there is a conflict, said once, until it ends."""
+        try:
+            kept = await asyncio.wait_for(self.store.tenant_secret(self._secret), STORE_TIMEOUT)
+        except (TimeoutError, StoreFailure):
+            return  # the store's own checks say it is down; asked again next time
+        if kept == self._secret:
+            if self.secret_conflict:
+                self.secret_conflict = False
+                log.warning(SECRET_AGREES_NOTE, self.store.name)
+        elif not self.secret_conflict:
+            self.secret_conflict = True
+            log.error(SECRET_CONFLICT_ERROR, self.store.name)
 
     async def close(self) -> None:
         task, self._secret_task = self._secret_task, None

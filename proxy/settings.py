@@ -54,6 +54,10 @@ class Setting:
     alias: str
     kind: Literal["bool", "auto_bool", "choice", "positive_int"]
     choices: tuple[str, ...] = ()
+    # the setting has an unset state (its default is None), which `null` in
+    # a config file or a profile selects; the others have none, so null there
+    # is an error, not a value
+    nullable: bool = False
 
     @property
     def allowed(self) -> str:
@@ -101,8 +105,9 @@ SETTINGS: tuple[Setting, ...] = (
         "effort",
         "choice",
         ("none", "minimal", "low", "medium", "high", "xhigh"),
+        nullable=True,
     ),
-    Setting("max_tokens", "X-Reasoning-Max-Tokens", "maxTokens", "positive_int"),
+    Setting("max_tokens", "X-Reasoning-Max-Tokens", "maxTokens", "positive_int", nullable=True),
     Setting("format", "X-Reasoning-Format", "format", "choice", ("field", "native")),
     Setting(
         "strip_from_context",
@@ -151,9 +156,19 @@ def _must_be(setting: Setting) -> str:
     return "one of: " + setting.allowed
 
 
+class InvalidSettingValue(ValueError):
+    """A bad value in a config mapping; `param` is the key as it was written."""
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param
+
+
 def config_overrides(mapping: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Settings from a config mapping (snake_case keys, camelCase aliases).
-    Raises ValueError naming the key for unknown keys and bad values."""
+    Raises ValueError naming the key for unknown keys and bad values. `null`
+    unsets a setting that has an unset state (effort, max_tokens) and is a
+    bad value for every other one."""
     out: dict[str, Any] = {}
     for key, raw in mapping.items():
         setting = _BY_KEY.get(key)
@@ -162,13 +177,17 @@ def config_overrides(mapping: Mapping[str, Any], where: str) -> dict[str, Any]:
             raise ValueError(f"{where}: unknown reasoning setting {key!r} (known: {known})")
         if setting.field in out:
             raise ValueError(f"{where}: {setting.field} is given twice (with its alias)")
-        if raw is None and setting.kind not in ("bool", "auto_bool"):
+        if raw is None:
+            if not setting.nullable:
+                raise InvalidSettingValue(
+                    f"{where}.{key} must be {_must_be(setting)}, not null", param=key
+                )
             out[setting.field] = None
             continue
         try:
             out[setting.field] = setting.parse(raw)
         except ValueError:
-            raise ValueError(f"{where}.{key} must be {_must_be(setting)}") from None
+            raise InvalidSettingValue(f"{where}.{key} must be {_must_be(setting)}", key) from None
     return out
 
 

@@ -496,3 +496,121 @@ def test_check_config_says_where_an_unset_tenant_secret_comes_from() -> None:
     configured = build_config(routes, env={"REASONING_PROXY_SECRET": "s3cret-value"})
     assert describe(configured)["server"]["secret"] == "<set>"
     assert "s3cret-value" not in str(describe(configured))
+
+
+# -- found by an outside tester -----------------------------------------------------
+
+
+def test_check_config_refuses_null_for_a_setting_without_an_unset_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`output: null` passed (and chose the reasoning_details shape); now it
+    is one line and exit status 2, as every other bad value."""
+    cases = {
+        "profiles: {p: {output: }}\n": "profiles.p.output must be one of: reasoning_content, "
+        "reasoning, think_tags, reasoning_details, none, not null",
+        "defaults: {format: null}\n": "defaults.format must be one of: field, native, not null",
+        "routes: [{name: a, upstream: 'http://x/v1', reasoning: {strip_from_context: }}]\n": (
+            "routes[0].reasoning.strip_from_context must be one of: all, allButLast, none, not null"
+        ),
+    }
+    for n, (text, message) in enumerate(cases.items()):
+        path = tmp_path / f"null{n}.yaml"
+        routes = (
+            "" if text.startswith("routes") else "routes: [{name: a, upstream: 'http://x/v1'}]\n"
+        )
+        path.write_text(text + routes)
+        assert main(["check-config", str(path)]) == 2
+        out = capsys.readouterr()
+        assert out.err == f"reasoning-proxy: {path}: {message}\n"
+        assert out.out == ""
+    # null still unsets what has an unset state
+    unset = tmp_path / "unset.yaml"
+    unset.write_text("routes: [{name: a, upstream: 'http://x/v1'}]\nprofiles: {p: {effort: }}\n")
+    assert main(["check-config", str(unset)]) == 0
+    assert '"effort": null' in capsys.readouterr().out
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b'routes: [{name: a, upstream: "http://x/v1"}]\n# caf\xe9 (latin-1)\n')
+    said = (
+        f"reasoning-proxy: {path}: not UTF-8: byte 0xe9 at line 2, column 6 "
+        "(save the file as UTF-8)\n"
+    )
+    for command in (["check-config", str(path)], ["serve", "--config", str(path)]):
+        assert main(command) == 2
+        out = capsys.readouterr()
+        assert out.err == said
+        assert out.out == ""
+
+
+def test_ttl_seconds_is_at_most_ten_years() -> None:
+    """Past Redis's range every append failed halfway, leaving keys without a
+    TTL; the bound is the same for every store."""
+    for url in ("redis://127.0.0.1:6379/0", "sqlite:///h.db", "memory://"):
+        with pytest.raises(ConfigError) as caught:
+            build_config(config(store={"url": url, "ttl_seconds": 99999999999999999999999}), env={})
+        assert str(caught.value).splitlines()[1:] == [
+            "  store.ttl_seconds: must be at most 315360000 (ten years)"
+        ]
+    ten_years = build_config(config(store={"ttl_seconds": 315360000}), env={})
+    assert ten_years.store.ttl_seconds == 315360000
+
+
+@pytest.mark.parametrize("upstream", ["http://x y/v1", "http://x\ty/v1", "http://x/v 1"])
+def test_an_upstream_with_a_space_is_refused(upstream: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        build_config({"routes": [{"name": "r", "upstream": upstream}]}, env={})
+    assert str(caught.value).splitlines()[1:] == [
+        "  routes[0].upstream: must not contain spaces or control characters"
+    ]
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        "http://a..b/v1",
+        "http://bücher.example/v1",
+        "http://%41pi.example/v1",
+        "http://x<y/v1",
+    ],
+)
+def test_an_upstream_host_that_cannot_be_a_host_is_refused(upstream: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        build_config({"routes": [{"name": "r", "upstream": upstream}]}, env={})
+    assert str(caught.value).splitlines()[1:] == [
+        "  routes[0].upstream: must have a valid host: an IP address or a name of letters, "
+        "digits, '-', '_' and '.' (an internationalized name in its xn-- form)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        "http://127.0.0.1:8000/v1",
+        "http://[::1]:8000/v1",
+        "https://api.deepseek.com",
+        "http://host.docker.internal:11434/v1",
+        "http://my_service:8000/v1",  # a Compose service name
+        "http://localhost./v1",
+        "https://xn--bcher-kva.example/v1",
+    ],
+)
+def test_upstream_hosts_that_resolve_are_taken(upstream: str) -> None:
+    (route,) = build_config({"routes": [{"name": "r", "upstream": upstream}]}, env={}).routes
+    assert route.upstream == upstream.rstrip("/")
+
+
+def test_check_config_refuses_an_upstream_host_with_a_space(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "space.yaml"
+    path.write_text('routes: [{name: a, upstream: "http://x y/v1"}]\n')
+    assert main(["check-config", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"reasoning-proxy: {path}: invalid configuration\n"
+        "  routes[0].upstream: must not contain spaces or control characters\n"
+    )

@@ -423,3 +423,29 @@ def test_json_lines_are_compact_objects_and_take_what_orjson_refuses() -> None:
     line = JsonFormatter().format(record)
     assert '"status":200,"model":"é","ok":null}' in line  # one line, UTF-8 as is
     assert "\n" not in line
+
+
+def test_the_proxys_own_warnings_pass_the_redactor_whole() -> None:
+    """The redactor took "tenant secret: until it does" for a named value and
+    logged "tenant secret: [REDACTED] it does" (found by an outside tester);
+    the warnings about the tenant secret are worded so that no credential's
+    name is followed by a colon, and read whole."""
+    from proxy.runtime import (
+        KEPT_SECRET_NOTE,
+        RANDOM_SECRET_WARNING,
+        SEALED_SECRET_WARNING,
+        SECRET_AGREES_NOTE,
+        SECRET_CONFLICT_ERROR,
+    )
+
+    redact = Redactor([SECRET])
+    for text in (
+        RANDOM_SECRET_WARNING,
+        SEALED_SECRET_WARNING,
+        KEPT_SECRET_NOTE % "redis",
+        SECRET_CONFLICT_ERROR % "redis",
+        SECRET_AGREES_NOTE % "sqlite",
+    ):
+        assert redact(text) == text
+    # a value after the same words and a colon is still taken for a secret
+    assert redact("tenant secret: abc.def-ghi") == f"tenant secret: {REDACTED}"

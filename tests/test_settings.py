@@ -1,11 +1,12 @@
-"""Request headers that carry settings: the conversation id header."""
+"""Request headers that carry settings (the conversation id header), and
+settings in a config mapping (null where a setting has no unset state)."""
 
 from __future__ import annotations
 
 import pytest
 
 from proxy.errors import InvalidConversationId
-from proxy.settings import request_conversation_id
+from proxy.settings import InvalidSettingValue, config_overrides, request_conversation_id
 
 
 def test_conversation_id_from_the_headers() -> None:
@@ -54,3 +55,40 @@ def test_a_profile_named_twice_differently_is_refused() -> None:
     assert caught.value.param == "X-Reasoning-Profile"
     assert "fast" not in caught.value.message
     assert "deep" not in caught.value.message
+
+
+# -- null in a config file or a profile -------------------------------------------
+# (found by an outside tester: `output: null` silently chose the
+# reasoning_details shape, `strip_from_context: null` acted as allButLast)
+
+NO_UNSET_STATE = [
+    ("enabled", "true, false"),
+    ("include_in_context", "auto, true, false"),
+    ("includeInResponse", "true, false"),
+    ("format", "field, native"),
+    ("strip_from_context", "all, allButLast, none"),
+    ("stripFromContext", "all, allButLast, none"),
+    ("output", "reasoning_content, reasoning, think_tags, reasoning_details, none"),
+]
+
+
+@pytest.mark.parametrize(("key", "allowed"), NO_UNSET_STATE)
+def test_null_is_refused_for_a_setting_without_an_unset_state(key: str, allowed: str) -> None:
+    with pytest.raises(InvalidSettingValue) as caught:
+        config_overrides({key: None}, "profiles.p")
+    assert str(caught.value) == f"profiles.p.{key} must be one of: {allowed}, not null"
+    assert caught.value.param == key
+
+
+def test_null_unsets_effort_and_max_tokens() -> None:
+    # the contract's "unset" default: a profile may take a route's effort away
+    assert config_overrides({"effort": None, "maxTokens": None}, "p") == {
+        "effort": None,
+        "max_tokens": None,
+    }
+
+
+def test_a_bad_value_names_its_key_as_written() -> None:
+    with pytest.raises(InvalidSettingValue) as caught:
+        config_overrides({"stripFromContext": "some"}, "settings")
+    assert caught.value.param == "stripFromContext"

@@ -49,10 +49,12 @@ def ops_router(rt: Runtime) -> APIRouter:
             "store": "ok" if ok else "down",
             "store_kind": rt.store.name,
         }
-        if rt.secret_pending:
-            # the store's tenant secret is not known yet: a key is not yet
-            # the tenant it is on the other processes of this store
-            body["secret"] = "pending"
+        state = rt.secret_state
+        if state is not None:
+            # "pending": the store's tenant secret is not known yet; "conflict":
+            # the store keeps another one. Either way a key is not the tenant
+            # here that it is on the other processes of this store
+            body["secret"] = state
         return JSONResponse(body, status_code=200 if body["status"] == "ready" else 503)
 
     @router.get("/metrics")

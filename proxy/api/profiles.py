@@ -79,7 +79,8 @@ def profiles_router(rt: Runtime) -> APIRouter:
         try:
             values = config_overrides(settings, "settings")
         except ValueError as exc:
-            raise BadRequest(str(exc), code="invalid_reasoning_setting") from None
+            param = getattr(exc, "param", None)
+            raise BadRequest(str(exc), code="invalid_reasoning_setting", param=param) from None
         with rt.health.errors("profile"):
             await rt.store.put_profile(name, values)
         return {"name": name, "settings": values, "source": "store"}

@@ -24,7 +24,8 @@ touches one slot):
   by last write, every tenant (listing all, sweeping, eviction)
 - `rp:profiles`                         hash: name -> JSON settings
 - `rp:secret`                           the tenant secret of a deployment that
-  configures none (SET NX by the first process to start; no TTL)
+  configures none (SET NX by the first process to start, and again by every
+  process using it that finds it gone: runtime.py; no TTL)
 - `rp:{<tenant>:<id>}:response`         a stored response object (Responses API)
 - `rp:responses`                        sorted set: `<tenant>\\x1f<id>` by write time
 
