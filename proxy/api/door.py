@@ -297,6 +297,13 @@ class Door(TracedEndpoint):
                     code="malformed_upstream_response",
                 )
             error = answer_error(payload)
+            choices = payload.get("choices")
+            if error is None and (type(choices) is not list or not choices):
+                # no answer at all, as a stream of only [DONE] is
+                trace.upstream_error = "malformed"
+                raise UpstreamError(
+                    "The upstream's answer has no choices.", code="upstream_empty_response"
+                )
             if error is not None:
                 # an error object with a 2xx: a real status, as for a stream's first event
                 trace.upstream_error = "status"

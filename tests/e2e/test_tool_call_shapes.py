@@ -105,7 +105,7 @@ USER = [{"role": "user", "content": "Weather and time in Paris?"}]
 def test_chat_clients_get_every_call_and_the_turn_holds_them(
     upstream: FakeUpstream, shape: str
 ) -> None:
-    upstream.script(stream(shape), Json({"choices": []}))
+    upstream.script(stream(shape), whole(False))
     with running_proxy(route_config(upstream, dialect="kimi")) as proxy:
         client = openai.OpenAI(base_url=proxy.url, api_key=KEY, max_retries=0)
         with client.chat.completions.stream(model="m", messages=USER, tools=CHAT_TOOLS) as s:
