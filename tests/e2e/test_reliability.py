@@ -452,6 +452,25 @@ def test_a_stream_of_only_done_is_a_502_on_every_door(
     assert conversation is not None
 
 
+@pytest.mark.parametrize(("path", "field"), DOORS)
+@pytest.mark.parametrize("choices", [[], None, "absent"])
+def test_a_whole_answer_without_choices_is_a_502_on_every_door(
+    upstream: FakeUpstream, path: str, field: str, choices: Any
+) -> None:
+    """`{"choices": []}` is no answer, as a stream of only [DONE] is."""
+    body: dict[str, Any] = {"id": "c", "object": "chat.completion", "model": "m"}
+    if choices != "absent":
+        body["choices"] = choices
+    upstream.script(Json(body))
+    with running_proxy(tenant_route(upstream)) as proxy:
+        r = door_request(proxy.url, path, field, False)
+    assert r.status_code == 502, r.text
+    error = door_error(path, r)
+    assert error["message"] == "The upstream's answer has no choices."
+    if path != "messages":
+        assert error["code"] == "upstream_empty_response"
+
+
 WHOLE = {
     "id": "c",
     "object": "chat.completion",
