@@ -348,6 +348,40 @@ def test_an_error_event_fails_the_response_with_what_was_done() -> None:
     assert kinds(evs)[-2] == "output_text.delta"
 
 
+def test_items_open_at_a_failure_stay_in_the_response_incomplete() -> None:
+    """What the client was sent stays: the reasoning item that ended, the
+    message as it stood (incomplete), the call whose arguments were cut."""
+    error = b'data: {"error": {"message": "Gone.", "code": "upstream_closed"}}\n\n'
+    call = {"index": 0, "id": "call_1", "function": {"name": "get_weather", "arguments": "{"}}
+    for data, kinds_left in [
+        (chunk({"reasoning_content": "Hm."}) + chunk({"content": "Par"}), ["reasoning", "message"]),
+        (chunk({"reasoning_content": "Hm."}), ["reasoning"]),
+        (chunk({"tool_calls": [call]}), ["function_call"]),
+    ]:
+        enc = encoder(tools=[WEATHER])
+        evs = events(run(enc, data + error))
+        response = Response.model_validate(evs[-1]["response"])
+        assert [i.type for i in response.output] == kinds_left
+        assert response.output[-1].status == "incomplete"
+        assert enc.final is not None
+        assert enc.final["output"][-1]["status"] == "incomplete"
+    assert response.output[0].arguments == "{"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        USAGE + DONE,
+        chunk({"role": "assistant"}) + DONE,
+        chunk({"role": "assistant"}) + USAGE + DONE,
+    ],
+)
+def test_a_done_after_no_answer_fails(data: bytes) -> None:
+    evs = events(run(encoder(), data))
+    assert kinds(evs) == ["created", "in_progress", "failed"]
+    assert evs[-1]["response"]["error"]["message"].endswith("(upstream_empty_response)")
+
+
 def test_a_rate_limit_error_keeps_its_code() -> None:
     error = (
         b'event: error\ndata: {"error": {"message": "Slow down.", '

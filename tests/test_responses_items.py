@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.doors.responses.items import chain_items, page, page_params
+from proxy.doors.responses.items import chain_items, page, page_params, prior_items
 from proxy.errors import BadRequest
 
 FIRST = {
@@ -50,6 +50,25 @@ def test_the_chain_gives_earlier_inputs_and_outputs_then_its_own_input() -> None
         [{"response": {"id": "r"}, "input": [{"role": "assistant", "content": "ok"}]}]
     )
     assert said["content"] == [{"type": "output_text", "text": "ok", "annotations": []}]
+
+
+def test_the_prior_history_is_every_links_input_and_output_oldest_first() -> None:
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    first = {**FIRST, "response": {"id": "resp_1", "output": [call]}}
+    items = prior_items([SECOND, first])
+    assert [i.get("type") for i in items] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+        "message",
+    ]
+
+
+def test_a_chain_cut_before_a_call_leaves_its_output_out() -> None:
+    """The first link (with the call c1) is gone: its output answers no call."""
+    items = prior_items([SECOND])
+    assert [i.get("type") for i in items] == ["message", "message"]
 
 
 def test_a_page_is_newest_first_and_shows_envelopes_only_when_asked() -> None:

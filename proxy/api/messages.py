@@ -24,6 +24,7 @@ shape, `{"type": "error", "error": {"type", "message"}}`, with the status.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -282,6 +283,9 @@ COUNT_PATH = "/messages/count_tokens"
 # an upstream that answers these has no count_tokens (Anthropic-compatible
 # servers often lack it): the proxy counts instead
 NO_COUNT_ENDPOINT = frozenset((404, 405, 501))
+# seconds a route whose upstream counted nothing is counted by the proxy
+# without asking again (a server upgraded meanwhile is asked after that)
+NO_COUNT_MEMO = 300.0
 
 Answer = tuple[int, bytes, list[tuple[str, str]]]  # status, body, headers
 
@@ -309,7 +313,8 @@ class CountTokensEndpoint(TracedEndpoint):
     `/messages` (signatures opened, stored thinking restored, the settings
     applied), with only the fields that endpoint takes; an upstream without
     that endpoint (404, 405, 501, or a 2xx without a count) gets the proxy's
-    own count instead."""
+    own count instead, and for NO_COUNT_MEMO seconds after that the route's
+    requests are counted by the proxy without asking."""
 
     endpoint = "messages.count_tokens"
 
@@ -318,6 +323,8 @@ class CountTokensEndpoint(TracedEndpoint):
         self.metrics = runtime.metrics
         self.door = door
         self.planner = door.planner
+        # route name -> until when (monotonic) its upstream is known to count nothing
+        self._uncounted: dict[str, float] = {}
 
     async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
         rt = self.rt
@@ -339,8 +346,12 @@ class CountTokensEndpoint(TracedEndpoint):
             if route.api == "chat":
                 answer = _counted(ex.plan.effective)
             else:
-                ex = await self.door._native(ex, body, original, headers, counting=True)
-                answer = await self._upstream_count(ex, trace)
+                answer = None
+                if self._uncounted.get(route.name, 0.0) <= time.monotonic():
+                    ex = await self.door._native(ex, body, original, headers, counting=True)
+                    answer = await self._upstream_count(ex, trace)
+                    if answer is None:
+                        self._uncounted[route.name] = time.monotonic() + NO_COUNT_MEMO
                 if answer is None:  # the upstream has no count_tokens: the proxy counts
                     trace.fields["counted_by"] = "proxy"
                     answer = _counted(await self._count(t.payload))

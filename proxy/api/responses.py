@@ -4,7 +4,9 @@
 A request to a route whose upstream speaks chat completions (`api: chat`,
 the default) is translated (`proxy.doors.responses`): its input items, with
 those of the stored responses its `previous_response_id` names first,
-become chat messages (an `item_reference` is the stored item it names);
+become chat messages (an `item_reference` is the stored item it names; a
+chain ends at its first link no longer stored, and a chain in use is
+written again, so it expires after its last use);
 reasoning a client sends back inside an `encrypted_content` envelope is
 opened (another tenant's, a forged or an unknown one is ignored, counted
 and logged) and goes back in the assistant message's `reasoning_content`,
@@ -34,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from typing import Any
 
 import orjson
@@ -65,6 +68,7 @@ from proxy.doors.responses.items import (
     items_by_id,
     page,
     page_params,
+    prior_items,
     references,
     resolved,
     response_of,
@@ -106,6 +110,10 @@ ENABLED_HEADER = "x-reasoning-enabled"
 _NEAREST_EFFORT = {"xhigh": "high", "max": "high"}
 _RESPONSE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 MISSING = "No response with that id."
+# a stored record's last write (epoch seconds): a chain in use is written
+# again once this is older than a tenth of the store's TTL
+WRITTEN = "written"
+_REFRESH_FRACTION = 0.1
 
 
 class _Keep:
@@ -184,11 +192,8 @@ class ResponsesEndpoint(Door):
     ) -> tuple[Exchange, Translation]:
         """The request (its previous_response_id chain first) translated to
         chat and planned as a chat completion. `counting`: for its tokens only."""
-        chain = await self._chain(tenant, options.previous_response_id)
-        prior: list[Any] = []
-        for record in reversed(chain):
-            prior += record.get("input") or []
-            prior += (record.get("response") or {}).get("output") or []
+        chain = await self._chain(tenant, options.previous_response_id, refresh=not counting)
+        prior = prior_items(chain)
         wanted = references(body.get("input"))
         if wanted:
             found = await self._referenced(tenant, wanted, chain)
@@ -281,6 +286,7 @@ class ResponsesEndpoint(Door):
                 "input": keep.input,
                 "previous_response_id": keep.previous,
                 "conversation": ex.key.conversation,
+                WRITTEN: time.time(),
             }
         )
         if self.rt.key_mask is not None:  # a route key the upstream quoted is never stored
@@ -293,11 +299,25 @@ class ResponsesEndpoint(Door):
         except (TimeoutError, StoreFailure) as exc:
             self.rt.health.failed("responses", exc)
 
-    async def _chain(self, tenant: str, previous: str | None) -> list[dict[str, Any]]:
-        """The stored records a `previous_response_id` chain names, newest first."""
+    async def _chain(
+        self, tenant: str, previous: str | None, *, refresh: bool
+    ) -> list[dict[str, Any]]:
+        """The stored records a `previous_response_id` chain names, newest
+        first: from the named one back to the first link that is no longer
+        stored (evicted, expired, deleted), as `input_items` lists it. Only
+        the named one missing is an error. `refresh`: the chain is in use,
+        and its links are written again (`refresh_chain`)."""
         limit = self.rt.config.store.max_turns_per_conversation
         chain, broken = await load_chain(self.rt, tenant, previous, limit)
-        if broken:
+        if broken and chain:
+            log.info(
+                "a previous_response_id chain ends at a link no longer stored; "
+                "continuing from the %d stored after it",
+                len(chain),
+            )
+        if refresh:
+            await refresh_chain(self.rt, tenant, chain)
+        if previous is not None and not chain:
             raise BadRequest(
                 "previous_response_id names no stored response (unknown, expired, "
                 "deleted, or created with store: false).",
@@ -512,6 +532,34 @@ async def load_chain(
         nxt = record.get("previous_response_id")
         previous = nxt if isinstance(nxt, str) else None
     return chain, False
+
+
+async def refresh_chain(rt: Runtime, tenant: str, chain: list[dict[str, Any]]) -> None:
+    """Write again, oldest first, the links of a chain a request continues
+    that were last written more than a tenth of the TTL ago: a conversation
+    in use expires `ttl_seconds` after its last use, and moves up among the
+    most recently written (`max_conversations`), as a chat conversation
+    does, instead of losing its oldest links while it goes on. (A tenth:
+    a long chain is not rewritten whole on every request.) A failed write
+    costs the request nothing (counted and logged)."""
+    now = time.time()
+    stale = now - rt.config.store.ttl_seconds * _REFRESH_FRACTION
+    for record in reversed(chain):
+        response = record["response"]
+        written = record.get(WRITTEN, response.get("created_at"))
+        response_id = response.get("id")
+        if isinstance(written, int | float) and written > stale:
+            continue
+        if not isinstance(response_id, str) or not _RESPONSE_ID.fullmatch(response_id):
+            continue
+        record[WRITTEN] = now
+        try:
+            await asyncio.wait_for(
+                rt.store.put_response(tenant, response_id, orjson.dumps(record)), STORE_TIMEOUT
+            )
+        except (TimeoutError, StoreFailure) as exc:
+            rt.health.failed("responses", exc)
+            return
 
 
 def _includes(request: Request) -> list[str]:

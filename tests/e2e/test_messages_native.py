@@ -12,6 +12,7 @@ import httpx
 import orjson
 import pytest
 
+import proxy.api.messages
 from tests.harness import FakeUpstream, Json, ProxyServer, Stream, route_config, running_proxy
 from tests.messages_wire import accumulate, parse_events, sdk_client
 
@@ -561,10 +562,24 @@ def test_count_tokens_falls_back_to_the_proxys_count_without_the_endpoint(
         )
     assert 0 < short.input_tokens < 20
     assert long.input_tokens > short.input_tokens + 150
-    assert len(count_requests(upstream)) == 2
+    # the second count is the proxy's without asking (NO_COUNT_MEMO)
+    assert len(count_requests(upstream)) == 1
     assert messages_requests(upstream) == []
     logged = [r for r in caplog.records if r.name == "proxy.request"]
     assert [getattr(r, "counted_by", None) for r in logged] == ["proxy", "proxy"]
+
+
+def test_a_route_without_count_tokens_is_asked_again_after_the_memo(
+    upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(proxy.api.messages, "NO_COUNT_MEMO", 0.0)
+    missing = {"type": "error", "error": {"type": "not_found_error", "message": "Not found"}}
+    upstream.script(Json(missing, status=404), Json({"input_tokens": 42}))
+    with running_proxy(native(upstream)) as server:
+        first, second = count_x(server), count_x(server)
+    assert first.json()["input_tokens"] < 20  # the proxy's
+    assert second.json() == {"input_tokens": 42}  # the upstream's, asked again
+    assert len(count_requests(upstream)) == 2
 
 
 def test_count_tokens_errors_pass_with_their_status_and_the_route_key_masked(

@@ -10,7 +10,11 @@ Responses API's HTTP errors have chat's shape).
 The stream's states: NEW until the first event (then `response.created` and
 `response.in_progress`), OPEN while output items open and close, ENDED after
 `response.completed` / `response.incomplete` (at `[DONE]`) or
-`response.failed` (an error event, or a stream that ends without `[DONE]`).
+`response.failed` (an error event, a stream that ends without `[DONE]`, or
+a `[DONE]` after no answer at all: no item, no finish_reason, as when an
+upstream sends a usage chunk or a role alone; `upstream_empty_response`).
+A failed Response holds the items the client was sent: those that ended,
+and those still open, as they stood, `incomplete` (no done events for them).
 One output item is open at a time, except tool calls, which stay open
 together until something else comes (chat streams their arguments by
 index): reasoning text opens a `reasoning` item (its summary text streamed),
@@ -72,6 +76,7 @@ from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment
 from proxy.sealing import Sealed
 
 NEW, OPEN, ENDED = "new", "open", "ended"
+_EMPTY = "The upstream ended the stream without sending an answer."
 # finish_reason -> a Response's incomplete_details.reason
 _INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
@@ -399,6 +404,11 @@ class ResponsesEncoder:
             part = {"type": "summary_text", "text": text}
             self._emit(out, "response.reasoning_summary_text.done", **self._at(item), text=text)
             self._emit(out, "response.reasoning_summary_part.done", **self._at(item), part=part)
+        self._done(out, item.index, self._reasoning_item(item))
+
+    def _reasoning_item(self, item: _Reasoning) -> Json:
+        """A reasoning item as it ends, with its envelope."""
+        text = "".join(item.texts)
         envelope = self._from_turn()
         if envelope is None:  # no turn to read (or nothing new in it): what streamed
             artefacts: Json = {}
@@ -407,7 +417,7 @@ class ResponsesEncoder:
             if item.thinking_blocks:
                 artefacts["thinking_blocks"] = item.thinking_blocks
             envelope = Sealed(text.strip(), artefacts)
-        self._done(out, item.index, reasoning_item(item.id, text, self.seal(envelope)))
+        return reasoning_item(item.id, text, self.seal(envelope))
 
     def _from_turn(self) -> Sealed | None:
         """What the envelope of the reasoning since the last one holds, from
@@ -589,6 +599,9 @@ class ResponsesEncoder:
         self._emit(out, "response.in_progress", response=response)
 
     def _end(self, out: list[bytes]) -> None:
+        if self._nothing_came():
+            self._fail(out, "upstream_empty_response", _EMPTY)
+            return
         incomplete = _INCOMPLETE.get(self._finish or "")
         self._close_reasoning(out)
         if incomplete:  # the answer stopped short in what was open
@@ -599,9 +612,40 @@ class ResponsesEncoder:
         status = "incomplete" if incomplete else "completed"
         self._finalize(out, status, incomplete=incomplete)
 
+    def _nothing_came(self) -> bool:
+        """True for an answer that is none: no output item, no finish_reason,
+        nothing in the turn (a stream of a usage chunk or a role alone)."""
+        if self._finish is not None or self._output:
+            return False
+        turn = self.turn()
+        return turn is None or not turn.parts
+
     def _fail(self, out: list[bytes], code: Any, message: Any) -> None:
         self._release_held(out)  # nothing the upstream sent is dropped
+        self._left_open()
         self._finalize(out, "failed", error=error_of(code, message))
+
+    def _left_open(self) -> None:
+        """The items the client saw open when the response failed, as they
+        stood, `incomplete`, into the output (no done events: they did not
+        end). A call whose name never came was never shown: it stays out."""
+        reasoning, self._reasoning = self._reasoning, None
+        if reasoning is not None:
+            item = self._reasoning_item(reasoning)
+            self._output[reasoning.index] = {**item, "status": "incomplete"}
+        message, self._message = self._message, None
+        if message is not None:
+            text = "".join(message.texts)
+            self._output[message.index] = message_item(
+                message.id, text, "incomplete", message.refusal, message.logprobs
+            )
+        calls, self._calls = self._calls, {}
+        for call in calls.values():
+            if call.announced:
+                arguments = "".join(call.parts)
+                payload = self.names.custom_input(arguments) if call.tool.custom else arguments
+                item = call_item(call.id, call.call_id, call.tool, payload, "incomplete")
+                self._output[call.index] = item
 
     def _finalize(
         self,

@@ -60,6 +60,33 @@ def chain_items(chain: Sequence[Json]) -> list[Json]:
     return items
 
 
+# tool calls, and the outputs that answer them (by call_id)
+_CALLS = frozenset({"function_call", "custom_tool_call"})
+_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
+
+
+def prior_items(chain: Sequence[Json]) -> list[Any]:
+    """The history a request naming the newest of `chain` (stored records,
+    newest first) continues: every record's input and output, oldest first.
+    A chain cut short (its older links evicted, expired or deleted) can
+    begin with the output of a call made in a link that is gone: such an
+    output is left out, as the call it answers is (chat refuses a tool
+    message without its call)."""
+    items: list[Any] = []
+    calls: set[Any] = set()
+    for record in reversed(chain):
+        response = record.get("response")
+        output = response.get("output") if isinstance(response, dict) else None
+        for item in [*(record.get("input") or []), *(output or [])]:
+            kind = item.get("type") if isinstance(item, dict) else None
+            if kind in _CALLS:
+                calls.add(item.get("call_id"))
+            elif kind in _OUTPUTS and item.get("call_id") not in calls:
+                continue
+            items.append(item)
+    return items
+
+
 def _listed(item: Json, response_id: str, index: int) -> Json:
     out = dict(item)
     if not isinstance(out.get("id"), str) or not out["id"]:

@@ -38,8 +38,8 @@ import orjson
 from proxy.doors.responses.tools import (
     CUSTOM_INPUT,
     ToolNames,
+    chat_tool_choice,
     check_tool_choice,
-    translate_tool_choice,
     translate_tools,
 )
 from proxy.errors import BadRequest, require_type
@@ -190,9 +190,14 @@ def translate(body: Json, prior: list[Json], open_envelope: Opener) -> Translati
     payload: Json = {"messages": messages}
     if body.get("model") is not None:
         payload["model"] = body["model"]
+    offered: list[Json] = []
+    choice: Any = None
     if tools.tools:
-        payload["tools"] = tools.tools
-        choice = translate_tool_choice(body.get("tool_choice"), tools.names, dropped)
+        offered, choice = chat_tool_choice(
+            body.get("tool_choice"), tools.tools, tools.names, dropped
+        )
+    if offered:
+        payload["tools"] = offered
         if choice is not None:
             payload["tool_choice"] = choice
         if isinstance(body.get("parallel_tool_calls"), bool):

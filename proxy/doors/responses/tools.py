@@ -189,13 +189,16 @@ def _with_format(description: str | None, fmt: Any) -> str | None:
 
 
 _CHOICE_MODES = ("auto", "none", "required")
+_ALLOWED_MODES = ("auto", "required")
 
 
 def check_tool_choice(choice: Any, names: ToolNames) -> None:
     """BadRequest for a `tool_choice` that is malformed: not a mode nor an
-    object, or a function or custom choice naming no tool of the request (a
-    hosted tool's choice, or one of a type this door does not know, is
-    dropped by `translate_tool_choice`, never refused)."""
+    object, a function or custom choice naming no tool of the request, or an
+    `allowed_tools` choice with another mode, no list of tools, or a function
+    or custom entry naming no tool of the request (a hosted tool's choice or
+    entry, or one of a type this door does not know, is dropped by
+    `chat_tool_choice`, never refused)."""
     if choice is None or choice in _CHOICE_MODES:
         return
     if not isinstance(choice, dict):
@@ -204,30 +207,77 @@ def check_tool_choice(choice: Any, names: ToolNames) -> None:
             param="tool_choice",
         )
     if choice.get("type") in ("function", "custom"):
-        name = choice.get("name")
-        if not isinstance(name, str) or not name:
+        _check_named(choice, names, "tool_choice")
+    elif choice.get("type") == "allowed_tools":
+        if choice.get("mode") not in _ALLOWED_MODES:
             raise BadRequest(
-                "tool_choice.name must be a non-empty string.", param="tool_choice.name"
+                "tool_choice.mode must be one of: " + ", ".join(_ALLOWED_MODES) + ".",
+                param="tool_choice.mode",
             )
-        if not names.offers(name):
-            raise BadRequest(
-                "tool_choice.name names no function or custom tool in tools.",
-                param="tool_choice.name",
-            )
+        allowed = choice.get("tools")
+        if not isinstance(allowed, list):
+            raise BadRequest("tool_choice.tools must be an array.", param="tool_choice.tools")
+        for i, entry in enumerate(allowed):
+            where = f"tool_choice.tools[{i}]"
+            if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
+                raise BadRequest(f"{where}.type must be a string.", param=f"{where}.type")
+            if entry["type"] in ("function", "custom"):
+                _check_named(entry, names, where)
 
 
-def translate_tool_choice(choice: Any, names: ToolNames, dropped: list[str]) -> Any:
-    """The request's `tool_choice` for chat, or None to leave it out."""
+def _check_named(choice: Json, names: ToolNames, where: str) -> None:
+    name = choice.get("name")
+    if not isinstance(name, str) or not name:
+        raise BadRequest(f"{where}.name must be a non-empty string.", param=f"{where}.name")
+    if not names.offers(name):
+        raise BadRequest(
+            f"{where}.name names no function or custom tool in tools.", param=f"{where}.name"
+        )
+
+
+def chat_tool_choice(
+    choice: Any, tools: list[Json], names: ToolNames, dropped: list[str]
+) -> tuple[list[Json], Any]:
+    """The chat tools and `tool_choice` for the request's `tools` (as chat
+    functions) and `tool_choice` (None: leave it out). An `allowed_tools`
+    choice keeps the tools it names (a `namespace` entry: its members) and
+    its mode: chat has no list of allowed tools, so the others are not sent
+    (with none left, no tools go, and a `required` mode is named dropped)."""
     if choice is None:
-        return None
-    if choice in ("auto", "none", "required"):
-        return choice
+        return tools, None
+    if choice in _CHOICE_MODES:
+        return tools, choice
     if isinstance(choice, dict):
         kind = choice.get("type")
         if kind in ("function", "custom") and isinstance(choice.get("name"), str):
-            return {"type": "function", "function": {"name": names.chat_name(choice["name"])}}
-        if kind == "allowed_tools" and choice.get("mode") in ("auto", "required"):
-            dropped.append("tool_choice.tools")
-            return choice["mode"]
+            named = {"type": "function", "function": {"name": names.chat_name(choice["name"])}}
+            return tools, named
+        if kind == "allowed_tools" and choice.get("mode") in _ALLOWED_MODES:
+            kept = [t for t in tools if _allows(choice["tools"], names.client(_chat_name(t)))]
+            if kept:
+                return kept, choice["mode"]
+            if choice["mode"] == "required":
+                dropped.append("tool_choice")
+            return [], None
     dropped.append("tool_choice")  # a hosted tool's, or a shape chat has no use for
-    return None
+    return tools, None
+
+
+def _chat_name(tool: Json) -> str:
+    return str(tool["function"]["name"])
+
+
+def _allows(allowed: list[Json], tool: ClientTool) -> bool:
+    """Whether an entry of an `allowed_tools` list names `tool`: a function
+    or custom entry by name (and namespace, when it gives one), a namespace
+    entry every tool in it."""
+    for entry in allowed:
+        kind = entry.get("type")
+        if kind == "namespace":
+            if tool.namespace is not None and entry.get("name") == tool.namespace:
+                return True
+        elif kind in ("function", "custom") and entry.get("name") == tool.name:
+            namespace = entry.get("namespace")
+            if namespace is None or namespace == tool.namespace:
+                return True
+    return False
