@@ -325,3 +325,42 @@ def test_a_tool_results_image_reaches_a_chat_upstream(upstream: FakeUpstream) ->
             ],
         },
     ]
+
+
+USAGE_ALONE = {
+    "id": "c",
+    "object": "chat.completion.chunk",
+    "created": 1,
+    "model": UPSTREAM_MODEL,
+    "choices": [],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 0},
+}
+
+
+def test_a_stream_with_no_answer_ends_in_an_error_not_an_empty_message(
+    upstream: FakeUpstream,
+) -> None:
+    """A usage chunk or a role alone, then [DONE]: no answer (the Responses
+    door fails it, the chat door's [DONE]-only stream is a 502), where an
+    empty `end_turn` message would be a silent empty answer."""
+    role = chunk({"role": "assistant"}, model=UPSTREAM_MODEL)
+    finished = chunk({"role": "assistant", "content": ""}, "stop", model=UPSTREAM_MODEL)
+    upstream.script(Stream([USAGE_ALONE]), Stream([role]), Stream([finished]))
+    messages: Any = [{"role": "user", "content": "Hi"}]
+    with running_proxy(route_config(upstream)) as proxy:
+        failed = [
+            parse_events(post(proxy.url, {"messages": messages, "stream": True}).content)
+            for _ in range(2)
+        ]
+        with client(proxy.base).messages.stream(
+            model="claude-test", max_tokens=100, messages=messages
+        ) as s:
+            empty = s.get_final_message()
+    for events in failed:
+        assert [name for name, _ in events] == ["message_start", "error"]
+        assert events[-1][1]["error"] == {
+            "type": "api_error",
+            "message": "The upstream ended the stream without sending an answer.",
+        }
+    # an empty answer the upstream finished is an answer
+    assert (empty.content, empty.stop_reason) == ([], "end_turn")

@@ -59,6 +59,12 @@ from proxy.reasoning.sse import (
 )
 
 OPEN, DONE, FAILED = "open", "done", "failed"
+_EMPTY = orjson.dumps(
+    {
+        "message": "The upstream ended the stream without sending an answer.",
+        "code": "upstream_empty_response",
+    }
+)
 _PING = b'event: ping\ndata: {"type":"ping"}\n\n'
 _STOP = b'event: message_stop\ndata: {"type":"message_stop"}\n\n'
 
@@ -301,6 +307,10 @@ class MessagesEncoder:
     def _data(self, data: bytes, out: list[bytes]) -> bool:
         """One chat data event; False when the stream ends here."""
         if data.strip() == b"[DONE]":
+            if self._order.started == 0 and not self._order.held and self._finish is None:
+                # no block, no finish_reason (a usage chunk or a role alone):
+                # no answer, not an empty one (as the other doors say)
+                return self._error(_EMPTY, out)
             self._order.close(out)
             self._end(out)
             return False
