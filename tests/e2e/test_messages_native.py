@@ -177,6 +177,35 @@ def test_the_upstream_gets_back_exactly_what_it_issued(upstream: FakeUpstream) -
     assert len(sent) == 2  # the forged block is left out
 
 
+def test_the_upstreams_own_signature_goes_back_as_it_came(upstream: FakeUpstream) -> None:
+    """A session begun without the proxy (Claude Code against Anthropic, then
+    through the proxy): its thinking blocks carry Anthropic's own signatures,
+    not envelopes. Left out, the tool-use turn would lack its thinking, which
+    Anthropic refuses; the upstream checks its own signature."""
+    upstream.script(Json(whole_message()))
+    own = {"type": "thinking", "thinking": "Check Oslo.", "signature": "EqQBCkYIBhgCKkD"}
+    history = [
+        {"role": "user", "content": "weather in Oslo?"},
+        {
+            "role": "assistant",
+            "content": [
+                own,
+                {"type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "cold"}],
+        },
+    ]
+    with running_proxy(native(upstream)) as proxy:
+        client(proxy.base).messages.create(model="claude-up", max_tokens=100, messages=history)  # type: ignore[arg-type]
+        rejected = httpx.get(f"{proxy.url.removesuffix('/v1')}/metrics").text
+    sent = messages_requests(upstream)[0].json["messages"][1]["content"]
+    assert sent[0] == own
+    assert 'reasoning_proxy_sealed_rejected_total{door="messages"}' not in rejected
+
+
 def test_settings_become_messages_parameters(upstream: FakeUpstream) -> None:
     upstream.script(Json(whole_message()), Json(whole_message()))
     body = {
@@ -232,7 +261,7 @@ def test_a_route_key_is_sent_as_x_api_key_alone(
 
 def test_upstream_errors_pass_with_their_status(upstream: FakeUpstream) -> None:
     error = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
-    upstream.script(Json(error, status=529))
+    upstream.script(Json({**error, "request_id": "req_011CS"}, status=529))
     with running_proxy(native(upstream)) as proxy:
         r = httpx.post(
             f"{proxy.url}/messages",
@@ -241,7 +270,7 @@ def test_upstream_errors_pass_with_their_status(upstream: FakeUpstream) -> None:
             timeout=30,
         )
     assert r.status_code == 529
-    assert r.json() == error
+    assert r.json() == {**error, "request_id": "req_011CS"}  # the body as it came
 
 
 def test_a_stream_cut_short_ends_with_an_error_event_and_an_incomplete_turn(

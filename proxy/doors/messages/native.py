@@ -2,8 +2,9 @@
 
 The request passes through with two changes: thinking blocks coming back
 are opened from their sealed signatures and carry the upstream's own
-signature again (a block that does not open, or holds no upstream
-signature, is left out and counted), and the reasoning settings are written
+signature again (an envelope that does not open, or holds no upstream
+signature, is left out and counted; a signature that is no envelope goes
+as it came, for the upstream to check), and the reasoning settings are written
 as Messages parameters where the body does not set them itself
 (`thinking`, `output_config.effort`). A tool-use turn sent without its
 thinking gets the stored one back (`unsigned_tool_turns` finds them,
@@ -39,6 +40,7 @@ from proxy.keymask import KeyMask
 from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall, Turn
 from proxy.reasoning.normalizer import StreamFailure
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong, encode_event
+from proxy.sealing import PREFIX as ENVELOPE_PREFIX
 from proxy.settings import ReasoningSettings
 
 Json = dict[str, Any]
@@ -154,7 +156,13 @@ def _restore(message: Json, open_signature: Opener) -> tuple[Json, int]:
     dropped = 0
     for block in content:
         if isinstance(block, dict) and block.get("type") == "thinking":
-            sealed = open_signature(block.get("signature"))
+            given = block.get("signature")
+            if isinstance(given, str) and given and not given.startswith(ENVELOPE_PREFIX):
+                # not an envelope: the upstream's own signature (a session begun
+                # without this proxy), which only the upstream can check
+                blocks.append(block)
+                continue
+            sealed = open_signature(given)
             signature = sealed.artefacts.get("signature") if sealed is not None else None
             if sealed is None or not isinstance(signature, str) or not signature:
                 dropped += 1

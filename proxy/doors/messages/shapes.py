@@ -108,7 +108,10 @@ def error_body(status: int, body: bytes) -> bytes:
             and isinstance(inner.get("type"), str)
             and isinstance(inner.get("message"), str)
         ):
-            return orjson.dumps(error_object(inner["type"], inner["message"]))
+            out = error_object(inner["type"], inner["message"])
+            if isinstance(data.get("request_id"), str):  # Anthropic's, for its support
+                out["request_id"] = data["request_id"]
+            return orjson.dumps(out)
         return orjson.dumps(error_from_openai(inner if inner is not None else data, status))
     text = body.decode("utf-8", "replace").strip()[:1000]
     return orjson.dumps(error_from_openai(text or None, status))
