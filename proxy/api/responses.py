@@ -244,7 +244,7 @@ class ResponsesEndpoint(Door):
         if ex.route.api == "responses":
             reader = NativeResponses(
                 ex.route.tags,
-                hidden=not ex.settings.include_in_response,
+                hidden=not ex.settings.include_in_response or ex.settings.output == "none",
                 max_line_bytes=self.rt.config.limits.max_sse_line_bytes,
                 mask=self.rt.key_mask,
             )

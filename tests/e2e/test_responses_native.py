@@ -81,6 +81,24 @@ def test_a_stream_is_normalized_event_by_event(proxy: ProxyServer, upstream: Fak
     assert final.output[0].summary[0].text == "I should greet."
 
 
+@pytest.mark.parametrize(
+    "header",
+    [{"X-Reasoning-Include-In-Response": "false"}, {"X-Reasoning-Output": "none"}],
+    ids=["include-false", "output-none"],
+)
+def test_reasoning_the_settings_hide_streams_no_text(
+    proxy: ProxyServer, upstream: FakeUpstream, header: dict[str, str]
+) -> None:
+    data = upstream_stream(["<think>I sh", "ould greet.</think>He", "llo!"])
+    upstream.script(Stream([data], done=False))
+    with sdk(proxy, **header) as client, client.responses.stream(model="qwen3", input="Hi") as s:
+        kinds = [e.type for e in s]
+        final = s.get_final_response()
+    assert final.output_text == "Hello!"
+    assert "response.reasoning_summary_text.delta" not in kinds
+    assert all(not getattr(i, "summary", None) for i in final.output)
+
+
 def test_stored_responses_belong_to_the_native_upstream(upstream: FakeUpstream) -> None:
     with running_proxy(route_config(upstream, api="responses")) as proxy:
         upstream.script(Json({**BASE, "status": "completed", "output": []}))
