@@ -122,3 +122,32 @@ def test_a_held_tail_waits_past_a_ping_and_goes_out_before_the_blocks_end() -> N
     assert texts == ["bye ", "rk"]  # "rk" began no key: alone, before the block's stop
     stops = [n for n, e in enumerate(events) if e["type"] == "content_block_stop"]
     assert events[stops[-1] - 1]["delta"] == {"type": "text_delta", "text": "rk"}
+
+
+def test_hidden_thinking_keeps_its_block_and_envelope_but_not_its_text() -> None:
+    """include-in-response false: no thinking_delta goes out, a start's own
+    text is blanked, the envelope still holds the text; the same whole, byte
+    by byte and with a route key mask, and the turn keeps the thinking."""
+    mask = KeyMask.of([ROUTE_KEY])
+    assert mask is not None
+    data = stream(["Let me ", "think rk-"], ["Hi."])
+    data = data.replace(b'"thinking": ""', b'"thinking": "Start. "', 1)
+    whole = NativeReader(seal, hidden=True).feed(data)
+    for reader in (NativeReader(seal, hidden=True), NativeReader(seal, mask=mask, hidden=True)):
+        out = b"".join(reader.feed(data[n : n + 1]) for n in range(len(data))) + reader.finish()
+        assert out == whole
+        assert reader.state == DONE
+        assert reader.turn().thinking[0].thought == "Start. Let me think rk-"
+    events = read(whole)
+    assert [e for e in events if e.get("delta", {}).get("type") == "thinking_delta"] == []
+    assert events[1]["content_block"] == {"type": "thinking", "thinking": ""}
+    assert joined(events, "signature") == "sealed:Start. Let me think rk-"
+    assert joined(events, "text") == "Hi."
+    message = {
+        "content": [
+            {"type": "thinking", "thinking": "Whole.", "signature": "sig"},
+            {"type": "text", "text": "Hi."},
+        ]
+    }
+    shown = NativeReader(seal, hidden=True).whole(message)
+    assert shown["content"][0] == {"type": "thinking", "thinking": "", "signature": "sealed:Whole."}

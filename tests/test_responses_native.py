@@ -368,3 +368,82 @@ def test_a_route_key_split_across_a_calls_arguments_is_masked() -> None:
     data += event("response.function_call_arguments.done", **at, arguments="x")
     out = events(NativeResponses(DEFAULT_TAG_SET, mask=mask).feed(data))
     assert [e["delta"] for e in out if e["type"] == kind] == ['{"k": "', MASK + '"}']
+
+
+def refusal_stream(reasoning_first: bool = False) -> bytes:
+    """A refused answer as OpenAI streams it: the message's added events,
+    its refusal part's deltas and ends (after an upstream reasoning item
+    when `reasoning_first`: the message at output_index 1)."""
+    out = event("response.created", response={**BASE, "status": "in_progress", "output": []})
+    output: list[dict[str, Any]] = []
+    if reasoning_first:
+        rs = {"id": "rs_up", "type": "reasoning", "summary": []}
+        out += event("response.output_item.added", output_index=0, item=rs)
+        out += event("response.output_item.done", output_index=0, item=rs)
+        output.append(rs)
+    n = len(output)
+    at = {"item_id": "msg_1", "output_index": n, "content_index": 0}
+    refusal = "I can't help with that."
+    out += event("response.output_item.added", output_index=n, item=message("", "in_progress"))
+    out += event("response.content_part.added", **at, part={"type": "refusal", "refusal": ""})
+    out += event("response.refusal.delta", **at, delta="I can't ")
+    out += event("response.refusal.delta", **at, delta="help with that.")
+    out += event("response.refusal.done", **at, refusal=refusal)
+    part = {"type": "refusal", "refusal": refusal}
+    out += event("response.content_part.done", **at, part=part)
+    done = {**message(""), "content": [part]}
+    out += event("response.output_item.done", output_index=n, item=done)
+    output.append(done)
+    final = {**BASE, "status": "completed", "output": output}
+    return out + event("response.completed", response=final)
+
+
+REFUSAL_ORDER = [
+    "output_item.added",
+    "content_part.added",
+    "refusal.delta",
+    "refusal.delta",
+    "refusal.done",
+    "content_part.done",
+    "output_item.done",
+]
+
+
+def test_a_refusal_streams_in_the_upstreams_order() -> None:
+    """Regression: a message's `added` events wait for its first answer
+    text, and a refusal part has none, so its deltas, its `refusal.done` and
+    `content_part.done` went out before the message's `output_item.added`."""
+    for reasoning_first in (False, True):
+        data = refusal_stream(reasoning_first)
+        evs = events(run(NativeResponses(DEFAULT_TAG_SET), data))
+        upstream = [orjson.loads(b.split(b"data: ", 1)[1]) for b in data.split(b"\n\n") if b]
+        assert [e["type"] for e in evs] == [e["type"] for e in upstream]
+        message_events = [e for e in evs if e.get("output_index") == int(reasoning_first)]
+        assert [e["type"].removeprefix("response.") for e in message_events] == REFUSAL_ORDER
+        final = Response.model_validate(evs[-1]["response"])
+        assert final.output[-1].content[0].refusal == "I can't help with that."  # type: ignore[union-attr]
+        whole = run(NativeResponses(DEFAULT_TAG_SET), data)
+        assert run(NativeResponses(DEFAULT_TAG_SET), data, [1] * len(data)) == whole
+
+
+def test_reasoning_after_a_refusal_went_out_follows_the_message() -> None:
+    """A message whose added events already went out (a refusal part first)
+    cannot have a reasoning item placed before it: tagged reasoning in a
+    later output_text part goes into a reasoning item after it, with
+    output_index values that stay distinct."""
+    data = refusal_stream()
+    at = {"item_id": "msg_1", "output_index": 0, "content_index": 1}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    extra = event("response.content_part.added", **at, part=part)
+    extra += event("response.output_text.delta", **at, delta="<think>Hm.</think>No.", logprobs=[])
+    extra += event("response.output_text.done", **at, text="<think>Hm.</think>No.", logprobs=[])
+    cut = data.index(b"event: response.output_item.done")
+    evs = events(run(NativeResponses(DEFAULT_TAG_SET), data[:cut] + extra + data[cut:]))
+    added = [
+        (e["output_index"], e["item"]["type"])
+        for e in evs
+        if e["type"] == "response.output_item.added"
+    ]
+    assert added == [(0, "message"), (1, "reasoning")]
+    text = [e["delta"] for e in evs if e["type"] == "response.output_text.delta"]
+    assert text == ["No."]

@@ -203,6 +203,7 @@ class MessagesEndpoint(Door):
                 self._sealer(ex.key.tenant),
                 self.rt.config.limits.max_sse_line_bytes,
                 mask=self.rt.key_mask,
+                hidden=not ex.settings.include_in_response or ex.settings.output == "none",
             )
             await forward_native(self, ex, trace, state, reader, "/messages", error_body)
         else:

@@ -231,6 +231,98 @@ def test_settings_become_messages_parameters(upstream: FakeUpstream) -> None:
     assert second["thinking"] == {"type": "disabled"}
 
 
+# -- include-in-response false (or output none): no reasoning text reaches the client -----
+# (the thinking text passed through, streamed and whole)
+
+HIDING: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
+    "include-false": ({"X-Reasoning-Include-In-Response": "false"}, {}),
+    "output-none": ({"X-Reasoning-Output": "none"}, {}),
+    "route": ({}, {"reasoning": {"include_in_response": False}}),
+    "profile": (
+        {"X-Reasoning-Profile": "quiet"},
+        {"top": {"profiles": {"quiet": {"include_in_response": False}}}},
+    ),
+}
+
+
+@pytest.mark.parametrize(("headers", "route"), HIDING.values(), ids=HIDING.keys())
+def test_hidden_thinking_streams_an_empty_block_with_its_envelope(
+    upstream: FakeUpstream, headers: dict[str, str], route: dict[str, Any]
+) -> None:
+    upstream.script(anthropic_stream())
+    question = [{"role": "user", "content": "hello"}]
+    with running_proxy(native(upstream, **route)) as proxy:
+        with client(proxy.base).messages.stream(
+            model="claude-up",
+            max_tokens=100,
+            messages=question,  # type: ignore[arg-type]
+            extra_headers=headers,
+        ) as stream:
+            seen = [e.model_dump_json() for e in stream]
+            final = stream.get_final_message()
+        answer = stream.response
+        stored = httpx.get(
+            f"{proxy.url}/conversations/{answer.headers['x-conversation-id']}",
+            headers={"Authorization": f"Bearer {KEY}"},
+        ).json()
+    assert not any("think." in e or "Let me" in e for e in seen)
+    thinking, text = final.content
+    assert thinking.type == "thinking"
+    assert thinking.thinking == ""
+    assert thinking.signature.startswith("rp1.")
+    assert text.type == "text"
+    assert text.text == "Hello."
+    assert "x-reasoning-ignored" not in answer.headers  # honoured
+    # the stored turn keeps the thinking, with the upstream's signature
+    assert stored["turns"][0]["blocks"][0]["thought"] == "Let me think."
+    assert stored["turns"][0]["blocks"][0]["signature"] == "upstream-sig-1"
+
+
+@pytest.mark.parametrize(("headers", "route"), HIDING.values(), ids=HIDING.keys())
+def test_hidden_thinking_comes_whole_as_an_empty_block_and_goes_back_in_full(
+    upstream: FakeUpstream, headers: dict[str, str], route: dict[str, Any]
+) -> None:
+    """The client's tool loop sends the empty block back; the upstream gets
+    the thinking text and signature it issued, from the envelope."""
+    upstream.script(Json(whole_message()), Json(whole_message("sig-3")))
+    question = [{"role": "user", "content": "weather in Oslo?"}]
+    with running_proxy(native(upstream, **route)) as proxy:
+        sdk = client(proxy.base)
+        raw = sdk.messages.with_raw_response.create(
+            model="claude-up",
+            max_tokens=100,
+            messages=question,  # type: ignore[arg-type]
+            extra_headers=headers,
+        )
+        first = raw.parse()
+        history = [
+            *question,
+            {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "cold"}],
+            },
+        ]
+        sdk.messages.create(
+            model="claude-up",
+            max_tokens=100,
+            messages=history,  # type: ignore[arg-type]
+            extra_headers=headers,
+        )
+    assert "Whole thought" not in raw.http_response.text
+    assert "x-reasoning-ignored" not in raw.headers
+    thinking = first.content[0]
+    assert thinking.type == "thinking"
+    assert thinking.thinking == ""
+    assert thinking.signature.startswith("rp1.")
+    sent = messages_requests(upstream)[1].json["messages"][1]["content"]
+    assert sent[0] == {
+        "type": "thinking",
+        "thinking": "Whole thought.",
+        "signature": "upstream-sig-2",
+    }
+
+
 @pytest.mark.parametrize(
     "key",
     [{"api_key": "sk-route"}, {"headers": {"X-Api-Key": "sk-route"}}],

@@ -14,7 +14,15 @@ import pytest
 
 from proxy.sealing import Sealed, Sealer
 from tests.harness import FakeUpstream, Json, ProxyServer, Stream, route_config, running_proxy
-from tests.test_responses_native import BASE, NOT_JSON, TAGGED, message, upstream_stream
+from tests.test_responses_native import (
+    BASE,
+    NOT_JSON,
+    REFUSAL_ORDER,
+    TAGGED,
+    message,
+    refusal_stream,
+    upstream_stream,
+)
 
 KEY = {"Authorization": "Bearer sk-native"}
 
@@ -97,6 +105,24 @@ def test_reasoning_the_settings_hide_streams_no_text(
     assert final.output_text == "Hello!"
     assert "response.reasoning_summary_text.delta" not in kinds
     assert all(not getattr(i, "summary", None) for i in final.output)
+
+
+def test_a_streamed_refusal_keeps_the_upstreams_event_order(
+    proxy: ProxyServer, upstream: FakeUpstream
+) -> None:
+    """Regression: the refusal's deltas, `refusal.done` and `content_part.done`
+    came before the message's `output_item.added` and `content_part.added`."""
+    upstream.script(Stream([refusal_stream(reasoning_first=True)], done=False))
+    with sdk(proxy) as client, client.responses.stream(model="gpt-x", input="Hi") as stream:
+        seen = [(e.type, getattr(e, "output_index", None)) for e in stream]
+        final = stream.get_final_response()
+    message_events = [kind.removeprefix("response.") for kind, index in seen if index == 1]
+    assert message_events == REFUSAL_ORDER
+    assert seen[1:3] == [("response.output_item.added", 0), ("response.output_item.done", 0)]
+    refusal = final.output[1]
+    assert refusal.type == "message"
+    assert refusal.content[0].type == "refusal"
+    assert refusal.content[0].refusal == "I can't help with that."
 
 
 def test_stored_responses_belong_to_the_native_upstream(upstream: FakeUpstream) -> None:

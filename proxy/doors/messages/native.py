@@ -13,12 +13,18 @@ thinking gets the stored one back (`unsigned_tool_turns` finds them,
 The response passes through with one change: each thinking block's
 signature becomes a sealed envelope of its text and the upstream's
 signature (`signature_delta` events are held until the block ends, then one
-carries the envelope). With route keys to mask, a text or thinking delta's
-tail that could begin a key waits for the block's next delta (a key split
-across two deltas is then whole, and masked, in one), or goes out alone
-before any other event. `NativeReader` reads the stream (or a whole Message)
-into a Turn for the store: thinking blocks with their signatures, text,
-tool calls, stop reason and usage. Stream states: open until
+carries the envelope). When the settings keep reasoning from the client
+(`hidden`: include-in-response false, or output `none`), a thinking block
+also loses its text (an empty `thinking`, no `thinking_delta` sent) and
+keeps its place and its envelope, as `display: omitted` does on the
+chat-upstream path: the client's tool loop sends the block back, and the
+envelope gives the upstream its own text and signature again. With route
+keys to mask, a text or thinking delta's tail that could begin a key waits
+for the block's next delta (a key split across two deltas is then whole,
+and masked, in one), or goes out alone before any other event.
+`NativeReader` reads the stream (or a whole Message) into a Turn for the
+store: thinking blocks with their signatures, text, tool calls, stop reason
+and usage. Stream states: open until
 `message_stop` (done) or an `error` event (failed); an upstream that closes
 before `message_stop` gets an error event, and the turn is incomplete. For
 the relay, `seen_data` says a data event other than `ping` came, and
@@ -230,9 +236,15 @@ class NativeReader:
     signatures and read into a Turn (see the module docstring)."""
 
     def __init__(
-        self, seal: Seal, max_line_bytes: int = 1 << 22, mask: KeyMask | None = None
+        self,
+        seal: Seal,
+        max_line_bytes: int = 1 << 22,
+        mask: KeyMask | None = None,
+        *,
+        hidden: bool = False,
     ) -> None:
         self.seal = seal
+        self.hidden = hidden  # thinking text stays home (see the module docstring)
         self.state = OPEN
         # route keys: a text delta's tail that could begin one waits (`_delta`),
         # as (block index, delta type, text field, text)
@@ -326,6 +338,8 @@ class NativeReader:
                     thinking = block.get("thinking")
                     text = thinking if isinstance(thinking, str) else ""
                     block = {**block, "signature": self._sealed(text, block.get("signature"))}
+                    if self.hidden:
+                        block["thinking"] = ""
                 sealed.append(block)
             out["content"] = sealed
         self._message = message
@@ -393,8 +407,12 @@ class NativeReader:
                 self._usage = dict(self._message["usage"])
         elif kind == "content_block_start" and isinstance(data.get("content_block"), dict):
             index = data.get("index")
-            self._blocks[index] = _Block(data["content_block"])
+            start = data["content_block"]
+            self._blocks[index] = _Block(start)
             self._order.append(index)
+            if self.hidden and start.get("type") == "thinking" and start.get("thinking"):
+                hidden = {**data, "content_block": {**start, "thinking": ""}}
+                return encode_event(orjson.dumps(hidden), "content_block_start")
         elif kind == "content_block_delta" and isinstance(data.get("delta"), dict):
             block = self._blocks.get(data.get("index"))
             if block is not None:
@@ -434,6 +452,8 @@ class NativeReader:
             value = delta.get(key)
             if isinstance(value, str):
                 block.text.append(value)
+        if self.hidden and kind == "thinking_delta":
+            return b""  # kept for the envelope and the store, not sent
         field = _TEXT_DELTAS.get(kind) if isinstance(kind, str) and self._mask else None
         text = delta.get(field) if field is not None else None
         if self._mask is None or field is None or not isinstance(text, str):

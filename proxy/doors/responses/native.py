@@ -31,9 +31,11 @@ Stream states: OPEN until `response.completed` / `response.incomplete`
 (DONE) or `response.failed` / `error` / an event that is not JSON / a line
 over the bound / a close before the end (FAILED; the proxy's own failures
 end with `response.failed`); after that, input is ignored. A message item's `added` events are held
-until its first answer text (or its end), so a reasoning item split off its
-start comes before it; reasoning that follows answer text inside one
-message goes into a reasoning item after it.
+until its first answer text or any other event of it (a refusal's deltas, a
+part's end, the item's end), so a reasoning item split off its start comes
+before it and everything else keeps the upstream's order; reasoning that
+follows answer text (or those released events) inside one message goes into
+a reasoning item after it.
 """
 
 from __future__ import annotations
@@ -325,6 +327,7 @@ class NativeResponses:
             part = event.get("part")
             if isinstance(part, dict) and part.get("type") == "output_text":
                 event["part"] = {**part, "text": "".join(m.visible)}
+            self._release(m, out)
             self._emit(out, event)
         elif kind == "response.output_item.done":
             self._text(m, None, event, out)
@@ -336,6 +339,9 @@ class NativeResponses:
             if m.late:
                 self._late(event, "\n\n".join(m.late), out)
         else:
+            # a part without answer text (a refusal's deltas and end): the
+            # message's added events go first, as the upstream sent them
+            self._release(m, out)
             self._emit(out, event)
 
     def _text(self, m: _Message, text: str | None, event: Json, out: list[bytes]) -> None:
@@ -343,7 +349,7 @@ class NativeResponses:
         pieces = m.splitter.feed(text) if text is not None else m.splitter.flush()
         for piece in pieces:
             if type(piece) is Reasoning and piece.text:
-                if m.visible:
+                if m.visible or not m.held:  # the message went out: no room before it
                     m.late.append(piece.text)
                 else:
                     self._reasoning(piece.text, event, out)
