@@ -139,6 +139,11 @@ class RouteModel(_Model):
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http:// or https:// URL with a host")
+        if "@" in parts.netloc:  # (never echoed: the error names no part of it)
+            raise ValueError(
+                "must not carry credentials (user:password@): a route's key goes in "
+                "api_key or headers"
+            )
         if not valid_host(parts.hostname):
             raise ValueError(
                 "must have a valid host: an IP address or a name of letters, digits, '-', "

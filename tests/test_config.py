@@ -571,6 +571,20 @@ def test_an_upstream_with_a_space_is_refused(upstream: str) -> None:
 
 @pytest.mark.parametrize(
     "upstream",
+    ["http://u:pa55word-very-secret@127.0.0.1:1/v1", "https://token@api.example.com/v1"],
+)
+def test_an_upstream_with_credentials_is_refused_without_echoing_them(upstream: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        build_config({"routes": [{"name": "r", "upstream": upstream}]}, env={})
+    assert str(caught.value).splitlines()[1:] == [
+        "  routes[0].upstream: must not carry credentials (user:password@): a route's key "
+        "goes in api_key or headers"
+    ]
+    assert "pa55word" not in str(caught.value) and "token" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "upstream",
     [
         "http://a..b/v1",
         "http://bücher.example/v1",
