@@ -65,10 +65,18 @@ def stored_id_of(route: Route, suffix: str) -> str | None:
 
 
 def path_segments(suffix: str) -> list[str]:
-    """A pass-through path's segments as an upstream reads them: escapes
-    decoded, the query and empty segments dropped (`/files//x` is `/files/x`
-    to a server that merges slashes)."""
-    return [s for s in unquote(suffix.partition("?")[0]).split("/") if s]
+    """A pass-through path's segments as an upstream may read them: escapes
+    decoded (up to three times: a server before it may decode again), each
+    segment's path parameters (`;...`, which servers such as Tomcat strip)
+    and surrounding whitespace dropped, the query and empty segments too
+    (`/files//x` is `/files/x` to a server that merges slashes)."""
+    path = suffix.partition("?")[0]
+    for _ in range(3):
+        decoded = unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    return [s for s in (p.split(";", 1)[0].strip() for p in path.split("/")) if s]
 
 
 async def owns(rt: Runtime, tenant: str, response_id: str) -> bool:

@@ -43,8 +43,8 @@ from proxy.api.messages import send_anthropic_error
 from proxy.api.models import anthropic_client
 from proxy.api.trace import Trace, TracedEndpoint
 from proxy.config import Route
-from proxy.errors import BadRequest, ProxyError, ServerShuttingDown, require_type
-from proxy.exchange import Planner, upstream_headers
+from proxy.errors import BadRequest, Forbidden, ProxyError, ServerShuttingDown, require_type
+from proxy.exchange import ADMIN_NOT_FORWARDED, Planner, upstream_headers
 from proxy.formdata import UnreadableForm, form_values
 from proxy.runtime import Runtime
 from proxy.upstream import Upstream, UpstreamReadError, response_headers
@@ -120,9 +120,13 @@ class PassthroughEndpoint(TracedEndpoint):
         headers: list[tuple[str, str]],
         body: bytes,
     ) -> None:
-        out = upstream_headers(headers, route, json=False, admin=self.rt.config.admin_token)
+        admin = self.rt.config.admin_token
+        out = upstream_headers(headers, route, json=False, admin=admin)
         if route.keyed:  # the route's key alone: none of the client's goes
             suffix = without_query_credentials(suffix)
+        elif admin is not None and _in_query(admin.get(), suffix):
+            # a key in the query goes upstream as it came: never the admin token
+            raise Forbidden(ADMIN_NOT_FORWARDED, code="admin_token_not_forwarded")
         send = trace.send
         mask = self.rt.key_mask
         trace.upstream_started()
@@ -218,6 +222,12 @@ def without_query_credentials(suffix: str) -> str:
         if unquote_plus(piece.partition("=")[0]).strip().lower() not in QUERY_CREDENTIALS
     ]
     return path + "?" + "&".join(kept) if kept else path
+
+
+def _in_query(token: str, suffix: str) -> bool:
+    """`token` is in the query string, as written or decoded."""
+    query = suffix.partition("?")[2]
+    return bool(token) and (token in query or token in unquote_plus(query))
 
 
 # whitespace, byte-order marks and UTF-16/32 padding, then the opening brace

@@ -473,6 +473,10 @@ def test_the_admin_token_is_never_sent_upstream(upstream: FakeUpstream) -> None:
             claude.messages.create(model="m", max_tokens=5, messages=MESSAGES)  # type: ignore[arg-type]
         passed = httpx.get(f"{proxy.url}/models", headers=as_bearer)
         in_another = httpx.get(f"{proxy.url}/files", headers={"api-key": f"x{ADMIN}x"})
+        in_the_query = [
+            httpx.post(f"{proxy.url}/embeddings?{query}", json={"model": "m"})
+            for query in (f"access_token={ADMIN}", f"key=%61{ADMIN[1:]}")
+        ]
         # its own work is served as before
         listed = httpx.get(f"{proxy.url}/conversations", headers=as_bearer)
     assert upstream.requests == []
@@ -480,6 +484,8 @@ def test_the_admin_token_is_never_sent_upstream(upstream: FakeUpstream) -> None:
     assert responses.value.code == "admin_token_not_forwarded"
     assert passed.status_code == 403
     assert in_another.status_code == 403
+    assert [r.status_code for r in in_the_query] == [403, 403]
+    assert in_the_query[0].json()["error"]["code"] == "admin_token_not_forwarded"
     assert ADMIN not in passed.text
     assert listed.status_code == 200
     keyed = route_config(
@@ -535,6 +541,13 @@ ACCOUNT_PATHS = [
     ("GET", "/assistants"),
     ("POST", "/threads/thread_1/runs"),
     ("DELETE", "/models/ft:gpt-4o:acme:1"),
+    # spellings a server before the upstream may read as /files: a path
+    # parameter (Tomcat strips it), an escaped one, twice-escaped, whitespace
+    ("GET", "/files;/abc"),
+    ("GET", "/vector_stores;x"),
+    ("GET", "/files%3bx"),
+    ("GET", "/%2566iles"),
+    ("GET", "/files%20"),
 ]
 
 
