@@ -404,6 +404,9 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        # a path with a trailing slash is a 404 in the error shape, not a
+        # redirect built from the client's Host header (and always http://)
+        redirect_slashes=False,
     )
 
     @api.exception_handler(ProxyError)

@@ -27,11 +27,11 @@ def ops_router(rt: Runtime) -> APIRouter:
             "inspector": "/ui",
         }
 
-    @router.get("/healthz")
+    @router.api_route("/healthz", methods=["GET", "HEAD"])
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @router.get("/readyz")
+    @router.api_route("/readyz", methods=["GET", "HEAD"])
     async def readyz() -> JSONResponse:
         if rt.draining:
             # out of the load balancer's rotation while in-flight requests finish
@@ -57,7 +57,7 @@ def ops_router(rt: Runtime) -> APIRouter:
             body["secret"] = state
         return JSONResponse(body, status_code=200 if body["status"] == "ready" else 503)
 
-    @router.get("/metrics")
+    @router.api_route("/metrics", methods=["GET", "HEAD"])
     async def metrics(request: Request) -> Response:
         try:
             stats = await asyncio.wait_for(rt.store.stats(), STORE_TIMEOUT)

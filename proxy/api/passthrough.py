@@ -43,7 +43,14 @@ from proxy.api.messages import send_anthropic_error
 from proxy.api.models import anthropic_client
 from proxy.api.trace import Trace, TracedEndpoint
 from proxy.config import Route
-from proxy.errors import BadRequest, Forbidden, ProxyError, ServerShuttingDown, require_type
+from proxy.errors import (
+    BadRequest,
+    Forbidden,
+    MethodNotAllowed,
+    ProxyError,
+    ServerShuttingDown,
+    require_type,
+)
 from proxy.exchange import ADMIN_NOT_FORWARDED, Planner, upstream_headers
 from proxy.formdata import UnreadableForm, form_values
 from proxy.runtime import Runtime
@@ -64,6 +71,8 @@ class PassthroughEndpoint(TracedEndpoint):
         # errors in the shape the client reads: Anthropic's to its SDK
         refuse = send_anthropic_error if anthropic_client(scope) else send_error
         try:
+            if scope["method"] not in PASSED_METHODS:
+                raise MethodNotAllowed("That method is not passed upstream.")
             suffix = upstream_suffix(scope)
             headers = request_headers(scope, config.limits.max_header_bytes)
             authorization = self.planner.authorize(headers)
@@ -222,6 +231,11 @@ def without_query_credentials(suffix: str) -> str:
         if unquote_plus(piece.partition("=")[0]).strip().lower() not in QUERY_CREDENTIALS
     ]
     return path + "?" + "&".join(kept) if kept else path
+
+
+# what an API's client sends (not TRACE, which echoes the request, nor
+# CONNECT, which asks for a tunnel and has no path)
+PASSED_METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"))
 
 
 def _in_query(token: str, suffix: str) -> bool:

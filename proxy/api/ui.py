@@ -134,7 +134,7 @@ async def _wait_disconnect(receive: Receive) -> None:
 def ui_router(rt: Runtime, *, keepalive: float = KEEPALIVE_SECONDS) -> APIRouter:
     router = APIRouter()
 
-    @router.get("/ui")
+    @router.api_route("/ui", methods=["GET", "HEAD"])
     def page() -> Response:
         return static_file("index.html")
 
