@@ -19,7 +19,15 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from proxy.dialects import (
     DEFAULT_DIALECT,
@@ -214,6 +222,10 @@ class ServerModel(_Model):
     log_format: Literal["json", "text"] = "json"
     log_bodies: bool = False
     shutdown_grace_seconds: float = Field(25.0, ge=0, le=3600)
+    # a client's request: seconds for its head to arrive (from the connection's
+    # opening or the previous response), and the longest gap in its body
+    request_header_timeout: float = Field(30.0, gt=0, le=3600)
+    request_body_timeout: float = Field(30.0, gt=0, le=3600)
     upstream_max_in_flight: int = Field(512, ge=1)
     upstream_queue_timeout: float = Field(5.0, ge=0)
     upstream_max_connections_per_origin: int = Field(512, ge=1)
@@ -253,9 +265,19 @@ class StoreModel(_Model):
 class LimitsModel(_Model):
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     max_header_bytes: int = Field(8192, ge=256)
+    # a request's head: headers, and bytes of its target and every header
+    # name and value (431 past either; proxy/http_server.py)
+    max_header_count: int = Field(100, ge=10, le=10_000)
+    max_head_bytes: int = Field(64 * 1024, ge=1024)
     max_sse_line_bytes: int = Field(4 * 1024 * 1024, ge=1024)
     max_reasoning_bytes: int = Field(8 * 1024 * 1024, ge=1024)
     max_response_bytes: int = Field(64 * 1024 * 1024, ge=1024)
+
+    @model_validator(mode="after")
+    def _head_holds_a_header(self) -> LimitsModel:
+        if self.max_head_bytes < self.max_header_bytes:
+            raise ValueError("max_head_bytes must be at least max_header_bytes")
+        return self
 
 
 class UiModel(_Model):

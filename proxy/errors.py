@@ -104,6 +104,24 @@ class PayloadTooLarge(ProxyError):
     default_code = "request_too_large"
 
 
+class RequestTimeout(ProxyError):
+    """A request's head or body stopped arriving (server.request_header_timeout,
+    server.request_body_timeout); the connection is closed after it."""
+
+    status = 408
+    type = "invalid_request_error"
+    default_code = "request_timeout"
+
+
+class HeadersTooLarge(ProxyError):
+    """A request's head is over limits.max_header_count headers or
+    limits.max_head_bytes bytes; refused before the app sees it."""
+
+    status = 431
+    type = "invalid_request_error"
+    default_code = "request_header_fields_too_large"
+
+
 class StoreUnavailable(ProxyError):
     status = 503
     type = "server_error"

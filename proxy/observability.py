@@ -11,7 +11,9 @@ configured secret, Authorization values, fields with a credential's name
 (`api_key`, `token`, `password`, ... at any depth of an extra field such as
 a logged body, or written as text), and keys with a known prefix (`sk-...`,
 `gsk_...`) are replaced in the message, its arguments, extra fields and
-tracebacks.
+tracebacks. What a client wrote into a line is kept harmless: string fields
+are cut to FIELD_LIMIT characters (both formats), and the text format
+escapes control characters and quotes values that would read as fields.
 """
 
 from __future__ import annotations
@@ -456,8 +458,19 @@ def _hidden(value: Any) -> Any:
 _STANDARD = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime", "color_message"}
 
 
+# What a client writes into a line (a path, a model name, dropped field
+# names) is kept to this many characters: the rest is counted, not written.
+FIELD_LIMIT = 200
+
+
+def clip(text: str, limit: int = FIELD_LIMIT) -> str:
+    """`text`, or its first `limit` characters and how many more there were."""
+    return text if len(text) <= limit else text[:limit] + f"…(+{len(text) - limit})"
+
+
 class RedactingFilter(logging.Filter):
-    """Renders each record's message and traceback, then redacts them."""
+    """Renders each record's message and traceback, then redacts them; a
+    string field is redacted, then cut to FIELD_LIMIT characters."""
 
     def __init__(self, redact: Redactor) -> None:
         super().__init__()
@@ -485,7 +498,8 @@ class RedactingFilter(logging.Filter):
             value = fields[key]
             kind = type(value)
             if kind is str:
-                fields[key] = REDACTED if _sensitive_text(key) else redact(value)
+                # redacted whole first: a cut could leave too little of a key to know it
+                fields[key] = REDACTED if _sensitive_text(key) else clip(redact(value))
             elif kind in _ATOMS:
                 if _sensitive_text(key):
                     fields[key] = _hidden(value)
@@ -580,18 +594,59 @@ class JsonFormatter(LineFormatter):
         return _json_line(data)
 
 
+# Characters a text line shows as backslash escapes: C0 and C1 controls and
+# DEL (a line break would start a forged line, ESC drive the terminal), the
+# Unicode line and paragraph separators, the bidirectional controls (which
+# reorder what a terminal shows), and the backslash itself, so that `\n` in
+# a line is always an escaped line break.
+_BIDI_AND_SEPARATORS = r"\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\\" + _BIDI_AND_SEPARATORS + "]")
+# in a traceback: the same, but its own line breaks and backslashes stay
+_UNSAFE_TRACEBACK = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f" + _BIDI_AND_SEPARATORS + "]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+# a field value that would read as more than one field is quoted (logfmt's way)
+_NEEDS_QUOTES = re.compile(r'[ "=]')
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    named = _ESCAPES.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def text_safe(text: str) -> str:
+    r"""`text` as one line of a terminal's text: control characters as
+    backslash escapes (`\n`, `\x1b`, `\u2028`), a backslash doubled."""
+    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+def _text_value(value: Any) -> str:
+    text = text_safe(value if type(value) is str else str(value))
+    if text and _NEEDS_QUOTES.search(text) is None:
+        return text
+    return '"' + text.replace('"', '\\"') + '"'
+
+
 class TextFormatter(LineFormatter):
+    """`time level [pid] logger: message key=value ...`: one line per record
+    (a traceback follows on its own lines), whatever its message and fields
+    hold: control characters are escaped, and a value with a space, `"` or
+    `=` is quoted."""
+
     def __init__(self) -> None:
         super().__init__()
         self._stamp = _Stamp("%Y-%m-%d %H:%M:%S", local=True)
 
     def line(self, parts: Line) -> str:
         stamp = self._stamp(parts.created)
-        line = f"{stamp} {parts.level:<7} [{parts.pid}] {parts.logger}: {parts.msg}"
+        line = f"{stamp} {parts.level:<7} [{parts.pid}] {parts.logger}: {text_safe(parts.msg)}"
         if parts.fields:
-            line += " " + " ".join(f"{k}={v}" for k, v in parts.fields.items())
+            line += " " + " ".join(f"{k}={_text_value(v)}" for k, v in parts.fields.items())
         if parts.exc:
-            line += "\n" + parts.exc
+            line += "\n" + _UNSAFE_TRACEBACK.sub(_escape, parts.exc)
         return line
 
 
@@ -695,10 +750,10 @@ def configure_logging(level: str, fmt: str, secrets: Sequence[str] = ()) -> None
     logging._srcfile = None
 
 
-def truncate(value: Any, limit: int = 200) -> Any:
+def truncate(value: Any, limit: int = FIELD_LIMIT) -> Any:
     """A body for --log-bodies: every long string cut to `limit` characters."""
     if isinstance(value, str):
-        return value if len(value) <= limit else value[:limit] + f"…(+{len(value) - limit})"
+        return clip(value, limit)
     if isinstance(value, dict):
         return {k: truncate(v, limit) for k, v in value.items()}
     if isinstance(value, list):

@@ -26,7 +26,8 @@ SIGTERM to workers that may already have had Ctrl-C's SIGINT.
 
 With `--workers N` the parent is uvicorn's supervisor: on SIGTERM or SIGINT
 it forwards SIGTERM to every worker (within half a second), waits for them
-to finish their drains, and exits with status 0.
+to finish their drains, and exits with status 0; a second SIGINT to it is
+passed on to the workers as SIGINT, ending their grace period at once.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import asyncio
 import contextlib
 import gc
 import inspect
+import os
 import signal
 import socket
 import sys
@@ -47,6 +49,7 @@ from uvicorn.supervisors import multiprocess
 
 from proxy.app import ProxyApp
 from proxy.errors import ConfigError
+from proxy.http_server import ProxyHttpProtocol, runtime_of
 from proxy.runtime import Runtime
 
 # Seconds uvicorn's own shutdown waits, after the drain, for connections to
@@ -54,6 +57,7 @@ from proxy.runtime import Runtime
 CLOSE_SECONDS = 5
 STARTUP_FAILURE = 3  # the exit status uvicorn uses for a server that did not start
 BACKLOG = 2048  # uvicorn's default
+SIGNAL_POLL = 0.1  # seconds between two looks for a second SIGINT while workers drain
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -73,16 +77,6 @@ def listen(host: str, port: int) -> socket.socket:
         raise ConfigError(f"cannot listen on {host}:{port}: {reason}") from None
     sock.set_inheritable(True)
     return sock
-
-
-def runtime_of(app: Any) -> Runtime | None:
-    """The Runtime behind uvicorn's loaded app (uvicorn's own middleware,
-    when its options ask for one, wraps the app as `.app`)."""
-    for _ in range(4):
-        if isinstance(app, ProxyApp):
-            return app.runtime
-        app = getattr(app, "app", None)
-    return None
 
 
 class DrainingServer(uvicorn.Server):
@@ -161,6 +155,36 @@ def _draining_workers() -> Iterator[None]:
         multiprocess.Process = original  # type: ignore[misc]
 
 
+class _Supervisor(multiprocess.Multiprocess):
+    """uvicorn's supervisor, which also hears SIGINT while it waits for its
+    workers to finish their drains (uvicorn's own waits in `join()`, deaf to
+    every signal): a second SIGINT is passed on to them as SIGINT, after
+    the SIGTERM that started their drains, which ends their grace period
+    (as a second Ctrl-C does in one process)."""
+
+    _second_int = False
+
+    def handle_int(self) -> None:
+        if self.should_exit.is_set():
+            self._second_int = True  # passed on once the workers have had SIGTERM
+        else:
+            super().handle_int()
+
+    def join_all(self) -> None:
+        for process in self.processes:
+            while process.exitcode is None:
+                # waited on first: SIGINT sent right after the SIGTERM could
+                # reach a worker with it and be handled first (signals run in
+                # the order of their numbers), as a first signal, not a second
+                process.process.join(SIGNAL_POLL)
+                if self._second_int or signal.SIGINT in self.signal_queue:
+                    self._second_int = False
+                    self.signal_queue.clear()  # any other means nothing now
+                    for worker in self.processes:
+                        if worker.pid is not None and worker.exitcode is None:
+                            os.kill(worker.pid, signal.SIGINT)
+
+
 def _run_workers(config: uvicorn.Config, sockets: list[socket.socket] | None) -> None:
     sock = sockets[0] if sockets else config.bind_socket()
     try:
@@ -168,10 +192,10 @@ def _run_workers(config: uvicorn.Config, sockets: list[socket.socket] | None) ->
             # uvicorn before its supervisor built the workers' servers itself
             # (0.30 to 0.35 at least): every worker runs the server given here
             target = DrainingServer(config).run
-            multiprocess.Multiprocess(config, target=target, sockets=[sock]).run()  # type: ignore[call-arg]
+            _Supervisor(config, target=target, sockets=[sock]).run()  # type: ignore[call-arg]
         else:
             with _draining_workers():
-                multiprocess.Multiprocess(config, sockets=[sock]).run()
+                _Supervisor(config, sockets=[sock]).run()
     finally:
         if not sockets:
             sock.close()  # the caller closes its own
@@ -193,6 +217,9 @@ def run(
         workers=workers,
         factory=isinstance(app, str),
         timeout_graceful_shutdown=CLOSE_SECONDS,
+        # httptools with the client bounds: header and body timeouts, header
+        # count and size, an early 413 (proxy/http_server.py)
+        http=ProxyHttpProtocol,
         **options,
     )
     # a Ctrl-C before the signal handlers are in place just stops (as uvicorn.run)

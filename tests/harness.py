@@ -30,6 +30,7 @@ from multidict import CIMultiDict
 from proxy.app import create_app
 from proxy.config import Config, build_config
 from proxy.demo.run import ENV_DELAY_MS
+from proxy.http_server import ProxyHttpProtocol
 from proxy.runtime import Runtime
 
 _GIVEN_PORTS: set[int] = set()
@@ -392,6 +393,7 @@ class ProxyServer:
                 access_log=False,
                 proxy_headers=False,
                 lifespan="on",
+                http=ProxyHttpProtocol,  # as `serve` runs it: the client bounds
             )
         )
         self._thread = threading.Thread(target=self._server.run, daemon=True)

@@ -498,7 +498,7 @@ def test_check_config_says_where_an_unset_tenant_secret_comes_from() -> None:
     assert "s3cret-value" not in str(describe(configured))
 
 
-# -- found by an outside tester -----------------------------------------------------
+# -- config errors that were tracebacks or passed ---------------------------------
 
 
 def test_check_config_refuses_null_for_a_setting_without_an_unset_state(
@@ -629,3 +629,30 @@ def test_check_config_refuses_an_upstream_host_with_a_space(
         f"reasoning-proxy: {path}: invalid configuration\n"
         "  routes[0].upstream: must not contain spaces or control characters\n"
     )
+
+
+def test_client_bounds_have_defaults() -> None:
+    cfg = build_config(config(), env={})
+    assert (cfg.server.request_header_timeout, cfg.server.request_body_timeout) == (30.0, 30.0)
+    assert (cfg.limits.max_header_count, cfg.limits.max_head_bytes) == (100, 65536)
+
+
+@pytest.mark.parametrize(
+    ("section", "values", "message"),
+    [
+        ("server", {"request_header_timeout": 0}, "server.request_header_timeout"),
+        ("server", {"request_body_timeout": -1}, "server.request_body_timeout"),
+        ("server", {"request_body_timeout": 7200}, "server.request_body_timeout"),
+        ("limits", {"max_header_count": 5}, "limits.max_header_count"),
+        ("limits", {"max_head_bytes": 512}, "limits.max_head_bytes"),
+        # a head must hold the longest header value allowed
+        (
+            "limits",
+            {"max_header_bytes": 16384, "max_head_bytes": 8192},
+            "max_head_bytes must be at least max_header_bytes",
+        ),
+    ],
+)
+def test_client_bounds_are_validated(section: str, values: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_config({**config(), section: values}, env={})

@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from proxy.observability import (
     _PATTERNS,
+    FIELD_LIMIT,
     REDACTED,
     JsonFormatter,
     RedactingFilter,
@@ -427,7 +429,7 @@ def test_json_lines_are_compact_objects_and_take_what_orjson_refuses() -> None:
 
 def test_the_proxys_own_warnings_pass_the_redactor_whole() -> None:
     """The redactor took "tenant secret: until it does" for a named value and
-    logged "tenant secret: [REDACTED] it does" (found by an outside tester);
+    logged "tenant secret: [REDACTED] it does";
     the warnings about the tenant secret are worded so that no credential's
     name is followed by a colon, and read whole."""
     from proxy.runtime import (
@@ -449,3 +451,83 @@ def test_the_proxys_own_warnings_pass_the_redactor_whole() -> None:
         assert redact(text) == text
     # a value after the same words and a colon is still taken for a secret
     assert redact("tenant secret: abc.def-ghi") == f"tenant secret: {REDACTED}"
+
+
+# what a client chooses: a model name, a path (scope["path"] is percent-decoded)
+FORGED = "m\n2030-01-01 00:00:00 INFO    [1] proxy.request: GET /forged 200"
+ESCAPES = "\x1b[2J\x1b]0;pwned\x07\u202eevil\u2028\x85\x7f"
+
+
+@pytest.mark.parametrize("direct", [True, False])
+@pytest.mark.usefixtures("root_logging")
+def test_text_lines_escape_control_characters_a_client_wrote(
+    capsys: pytest.CaptureFixture[str], direct: bool
+) -> None:
+    """With --log-format text, a model name with a line break wrote a forged
+    second line, and ESC reached the terminal."""
+    configure_logging("info", "text", [SECRET])
+    logger = logging.getLogger("proxy.request")
+    if not direct:  # a filter on the logger puts a record in the way
+        logger.addFilter(lambda record: True)
+    try:
+        fields = {"path": "/v1/a\nb", "model": FORGED, "conversation": ESCAPES, "n": 3}
+        log_fields(logger, logging.INFO, "POST /v1/a\nb\\n 200", fields)
+    finally:
+        logger.filters.clear()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1  # one line, ended once
+    for char in "\x1b\x07\x7f\x85\u202e\u2028\r":
+        assert char not in err
+    assert ": POST /v1/a\\nb\\\\n 200 " in err  # the backslash doubled: \n is always escaped
+    assert "path=/v1/a\\nb " in err
+    assert 'model="m\\n2030-01-01 00:00:00 INFO    [1] proxy.request: GET /forged 200"' in err
+    assert "conversation=\\x1b[2J\\x1b]0;pwned\\x07\\u202eevil\\u2028\\x85\\x7f n=3" in err
+
+
+@pytest.mark.usefixtures("root_logging")
+def test_a_text_value_that_reads_as_several_fields_is_quoted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    configure_logging("info", "text")
+    fields = {"model": 'x status=500 note="a"', "route": "main", "empty": ""}
+    log_fields(logging.getLogger("proxy.request"), logging.INFO, "POST /v1/x 200", fields)
+    err = capsys.readouterr().err
+    assert err.endswith(' model="x status=500 note=\\"a\\"" route=main empty=""\n')
+
+
+def test_a_traceback_keeps_its_lines_and_loses_other_control_characters() -> None:
+    try:
+        raise ValueError("bad \x1b[31mmodel\r")
+    except ValueError:
+        record = logging.getLogger("t").makeRecord(
+            "t", logging.ERROR, "f", 1, "m", (), sys.exc_info()
+        )
+    RedactingFilter(Redactor()).filter(record)
+    line = TextFormatter().format(record)
+    assert "\nTraceback (most recent call last):\n" in line
+    assert "ValueError: bad \\x1b[31mmodel\\r" in line
+    assert "\x1b" not in line
+    assert "\r" not in line
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+@pytest.mark.usefixtures("root_logging")
+def test_long_values_a_client_wrote_are_cut_in_both_formats(
+    capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    """A 300 KB model name was written whole into every line of its request."""
+    configure_logging("info", fmt, [SECRET])
+    model = "é" * 300_000
+    key = f"sk-{'a' * 30}"
+    fields = {"model": model, "note": "x" * 189 + " " + key, "route": "main"}
+    log_fields(logging.getLogger("proxy.request"), logging.INFO, "POST /v1/x 200", fields)
+    err = capsys.readouterr().err
+    assert len(err) < 1000
+    assert "é" * FIELD_LIMIT + f"…(+{300_000 - FIELD_LIMIT})" in err
+    # redacted before it is cut: no key is left too short to be known
+    assert "x" * 189 + " sk-[REDACT…(+3)" in err
+    assert "sk-aaa" not in err
+    if fmt == "json":
+        data = json.loads(err)
+        assert data["model"] == "é" * FIELD_LIMIT + f"…(+{300_000 - FIELD_LIMIT})"
+        assert data["route"] == "main"

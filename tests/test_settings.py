@@ -58,7 +58,7 @@ def test_a_profile_named_twice_differently_is_refused() -> None:
 
 
 # -- null in a config file or a profile -------------------------------------------
-# (found by an outside tester: `output: null` silently chose the
+# (`output: null` once silently chose the
 # reasoning_details shape, `strip_from_context: null` acted as allButLast)
 
 NO_UNSET_STATE = [

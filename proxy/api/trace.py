@@ -10,17 +10,30 @@ writes the request's counters, histograms and log line.
 
 The line: method, path (never the query string, which may carry a key),
 status, duration, endpoint, route and tenant hash where known, then what the
-endpoint added (model, conversation, outcome, error code, ...).
+endpoint added (model, conversation, outcome, error code, ...). The status
+is the one sent; 499 when nothing was (the client left first).
+
+A shutdown that cuts a request whose body has not all arrived (the endpoint
+was still reading it, so it could not answer) gets its 503 here, from
+`TracedEndpoint`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from proxy.api.asgi import Message, Receive, Scope, Send
-from proxy.observability import Metrics, log_fields
+import orjson
+
+from proxy.api.asgi import JSON_TYPE, Message, Receive, Scope, Send, absorb_cut, send_bytes
+from proxy.doors.messages.shapes import error_object, error_type_of_status
+from proxy.errors import ProxyError, ServerShuttingDown
+from proxy.observability import Metrics, clip, log_fields
+
+if TYPE_CHECKING:
+    from proxy.runtime import Runtime
 
 log = logging.getLogger("proxy.request")
 
@@ -119,9 +132,11 @@ class Trace:
         if tenant is None:
             # the API routers leave the caller's tenant in the request state
             tenant = (self.scope.get("state") or {}).get("tenant")
+        # the client's own text, kept short in the message too
+        method, path = clip(self.method), clip(self.path)
         line: dict[str, Any] = {
-            "method": self.method,
-            "path": self.path,
+            "method": method,
+            "path": path,
             "status": status,
             "duration_ms": round((end - self._start) * 1000, 2),
             "endpoint": endpoint,
@@ -138,22 +153,53 @@ class Trace:
         if self.upstream_error is not None:
             line["upstream_error"] = self.upstream_error
         line.update(self.fields)
-        log_fields(log, logging.INFO, f"{self.method} {self.path} {status}", line)
+        log_fields(log, logging.INFO, f"{method} {path} {status}", line)
 
 
 class TracedEndpoint:
     """An ASGI endpoint whose every request is traced (its metrics and its
-    access line): `_handle` answers it, `endpoint` is its label."""
+    access line): `_handle` answers it, `endpoint` is its label.
+
+    When a shutdown's grace period ends before `_handle` could answer (its
+    request body had not all arrived: endpoints take their own cuts only
+    once they have the request), the request gets the 503 a request arriving
+    during the drain gets, in the same shape."""
 
     endpoint = "other"
     metrics: Metrics
+    rt: Runtime
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         trace = Trace(send, self.metrics, self.endpoint, scope)
         try:
             await self._handle(scope, receive, trace)
+        except asyncio.CancelledError:
+            if trace.status or not absorb_cut(self.rt.cut):
+                raise  # not a cut, or one after the answer began (the app ends it)
+            trace.fields["error"] = "server_shutting_down"
+            await send_refusal(scope, trace.send, ServerShuttingDown())
         finally:
             trace.finish()
 
     async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
         raise NotImplementedError
+
+
+MESSAGES_PATH = "/v1/messages"
+
+
+async def send_refusal(scope: Scope, send: Send, error: ProxyError) -> None:
+    """An error a request gets before its endpoint answers, as the dispatch
+    refuses one: in the Messages shape on the Messages paths (repeated and
+    trailing slashes aside) and to clients that send `anthropic-version`,
+    else in OpenAI's."""
+    path = "/" + "/".join(part for part in scope["path"].split("/") if part)
+    anthropic = path.startswith(MESSAGES_PATH) or any(
+        name == b"anthropic-version" for name, _ in scope["headers"]
+    )
+    if not anthropic:
+        body = error.render()
+    else:
+        body = orjson.dumps(error_object(error_type_of_status(error.status), error.message))
+    extra = [(k.lower().encode(), v.encode("latin-1")) for k, v in error.headers.items()]
+    await send_bytes(send, error.status, body, [JSON_TYPE, *extra])

@@ -5,12 +5,17 @@ and one Server header on every response, also where the upstream sent its own.""
 from __future__ import annotations
 
 import logging
+import signal
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 
+from proxy.observability import FIELD_LIMIT
 from tests.casefiles import chunk
+from tests.e2e.test_shutdown import Serve
 from tests.harness import FakeUpstream, Json, Stream, route_config, running_proxy
 from tests.stores.servers import wait_until
 
@@ -203,3 +208,45 @@ def test_dropped_names_are_in_the_line_on_both_translating_doors(
     (record,) = lines(caplog)
     assert record.dropped_fields == r.headers["x-proxy-dropped-fields"]  # type: ignore[attr-defined]
     assert "a_new_field" in record.dropped_fields  # type: ignore[attr-defined]
+
+
+FORGED_LINE = "2030-01-01 00:00:00 INFO    [1] proxy.request: GET /forged 200"
+
+
+def test_a_text_log_keeps_each_request_to_one_line_whatever_the_client_sends(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """`serve --log-format text`: a model name with a line break and ESC, or a
+    path with `%0a`, wrote a forged second line and raw terminal escapes; a
+    300 KB model name was written whole."""
+    config = {"routes": [{"name": "test", "models": ["*"], "upstream": upstream.url}]}
+    proxy = Serve(tmp_path, config).start()  # with --log-format text
+    try:
+        upstream.script(completion("one"), completion("two"))
+        for model in (f"m\n{FORGED_LINE}\x1b[2J\x1b]0;title\x07", "é" * 300_000):
+            r = httpx.post(
+                proxy.base + "/v1/chat/completions",
+                json={"model": model, "messages": USER},
+                timeout=30,
+            )
+            assert r.status_code == 200, r.text
+        # scope["path"] is percent-decoded: %0a is a line break, %1b ESC
+        r = httpx.get(proxy.base + "/v1/models%0a" + quote(FORGED_LINE) + "%1b[31m", timeout=30)
+        assert r.status_code == 400  # refused, and logged
+        proxy.signal(signal.SIGTERM)
+        assert proxy.wait(30) == 0
+    finally:
+        proxy.stop()
+    output = proxy.output()
+    assert "\x1b" not in output
+    assert "\x07" not in output
+    assert not any(line.startswith("2030-") for line in output.splitlines()), output
+    access = [line for line in output.splitlines() if " proxy.request: " in line]
+    access = [line for line in access if "/healthz" not in line]  # start() asked it
+    assert len(access) == 3, output
+    first, long, path = access
+    assert f'model="m\\n{FORGED_LINE}\\x1b[2J\\x1b]0;title\\x07"' in first
+    assert "model=" + "é" * FIELD_LIMIT + f"…(+{300_000 - FIELD_LIMIT}) " in long
+    assert len(long) < 1000
+    assert f"proxy.request: GET /v1/models\\n{FORGED_LINE}\\x1b[31m 400 " in path
+    assert len(output) < 10_000

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -461,6 +463,28 @@ def test_sigterm_to_the_parent_of_two_workers_drains_them_and_exits_0(
     assert_clean(proxy.output())
 
 
+def test_a_second_ctrl_c_to_the_parent_of_two_workers_ends_their_grace_period(
+    tmp_path: Path, upstream: FakeUpstream, serve: Any
+) -> None:
+    """The parent (uvicorn's supervisor) turned SIGINT into SIGTERM for its
+    workers and ignored the second one: the workers waited out the whole
+    grace period."""
+    upstream.script(Stream([*words(600), chunk({}, "stop")], delay=0.1))  # 60 s
+    proxy = serve(proxy_config(upstream, tmp_path, grace=600), "--workers", "2")
+    with ThreadPoolExecutor(1) as pool:
+        stream = open_stream(pool, proxy.base, "workers-twice")
+        proxy.signal(signal.SIGINT)  # to the parent only, as `kill -INT` does
+        wait_for_readyz_503(proxy.base)
+        assert not stream.done()
+        proxy.signal(signal.SIGINT)
+        cut = stream.result(20)  # long before the 600 s grace period
+    read = read_stream(cut.body)
+    assert [e["code"] for e in read["errors"]] == ["server_shutting_down"]
+    assert not read["done"]
+    assert proxy.wait(30) == 0
+    assert_clean(proxy.output())
+
+
 def test_workers_share_the_secret_the_store_keeps(
     tmp_path: Path, upstream: FakeUpstream, serve: Any
 ) -> None:
@@ -501,3 +525,68 @@ def test_one_process_with_the_memory_store_does_not_warn_about_the_secret(
     proxy.signal(signal.SIGTERM)
     assert proxy.wait(30) == 0
     assert SECRET_WARNING not in proxy.output()
+
+
+def _upload_started(port: int, path: str, headers: dict[str, str] = {}) -> socket.socket:  # noqa: B006
+    """A request whose headers are sent and whose body stops after a few bytes."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    sock.sendall(f"{head}Content-Length: 1000\r\n\r\n".encode() + b'{"model": "m", ')
+    return sock
+
+
+def _read_to_close(sock: socket.socket) -> bytes:
+    data = b""
+    with sock:
+        while chunk := sock.recv(65536):
+            data += chunk
+    return data
+
+
+def _answer(data: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    fields = dict(line.lower().split(": ", 1) for line in lines)
+    return int(status_line.split()[1]), fields, body
+
+
+def test_uploads_unfinished_at_the_cut_get_a_503_in_their_doors_shape(
+    tmp_path: Path, upstream: FakeUpstream, serve: Any
+) -> None:
+    """Requests whose body had not arrived when the grace period ended got
+    uvicorn's bare `500 Internal Server Error` (text/plain), "ASGI callable
+    returned without starting response" in the log, and status 499 in their
+    access lines."""
+    proxy = serve(proxy_config(upstream, tmp_path, grace=1))
+    paths = {
+        "/v1/chat/completions": {},
+        "/v1/messages": {},
+        "/v1/responses": {},
+        "/v1/embeddings": {},  # the pass-through
+        "/v1/messages/count_tokens": {"anthropic-version": "2023-06-01"},
+        "/v1/files": {"anthropic-version": "2023-06-01"},  # the pass-through, to Anthropic's SDK
+    }
+    socks = {path: _upload_started(proxy.port, path, headers) for path, headers in paths.items()}
+    time.sleep(0.5)  # every request reached its endpoint
+    proxy.signal(signal.SIGTERM)
+    answers = {path: _answer(_read_to_close(sock)) for path, sock in socks.items()}
+    assert proxy.wait(30) == 0
+    for path, (status, headers, data) in answers.items():
+        assert (status, headers["content-type"]) == (503, "application/json"), (path, data)
+        body = orjson.loads(data)
+        assert headers["retry-after"] == "1", path
+        if path.startswith("/v1/messages") or paths[path]:
+            assert body["type"] == "error", path
+            assert body["error"]["type"] == "overloaded_error", path
+        else:
+            assert body["error"]["code"] == "server_shutting_down", path
+            assert body["error"]["type"] == "server_error", path
+    assert upstream.requests == []
+    output = proxy.output()
+    assert_clean(output)
+    assert "ASGI callable returned without" not in output
+    for path in paths:
+        # the access line says what was sent
+        assert f"proxy.request: POST {path} 503 " in output, output
+    assert " 499 " not in output

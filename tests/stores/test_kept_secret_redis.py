@@ -1,6 +1,6 @@
 """The tenant secret a Redis store keeps (`rp:secret`, for a deployment that
 sets no REASONING_PROXY_SECRET), on a real redis-server with real `serve`
-processes. Found by an outside tester: after Redis lost its data (FLUSHALL,
+processes. After Redis lost its data (FLUSHALL,
 a restart without persistence) a running replica never wrote the secret
 back, so a replica started later drew a new one and one client key was two
 tenants. Now a running process writes its secret back, and one that finds

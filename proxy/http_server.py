@@ -1,0 +1,349 @@
+"""The client's HTTP/1.1 connection: uvicorn's httptools protocol with bounds
+on what a client may hold.
+
+uvicorn with httptools bounds none of a request's head: not its time (a
+connection that sends nothing, or half a head, stays open for ever), not
+its size (a header line is buffered until it ends, and 20,000 headers of
+1 KB each are 20 MB in the scope), and the body has no time bound either.
+A declared Content-Length is only compared with `limits.max_body_bytes` as
+the body arrives. Per connection, here:
+
+    awaiting a head --head complete--> body due --message complete--> answering
+          ^                                                              |
+          +------------------------ response complete -------------------+
+
+- awaiting a head (from the connection's opening, and from each response's
+  end): the head must be complete within `server.request_header_timeout`,
+  else a 408 when some of it came, or the connection is closed when none
+  did (after a response, uvicorn's own 5 s keep-alive timeout usually
+  closes an idle connection first; it is not armed before the first one).
+  More than `limits.max_header_count` headers, or more than
+  `limits.max_head_bytes` of request target, header names and values, is a
+  431; so is twice that many bytes received with the head unfinished
+  (one endless header line, which httptools buffers whole).
+- head complete: a Content-Length over `limits.max_body_bytes` is a 413 at
+  once; the app never runs, so no `100 Continue` goes out.
+- body due: a gap of `server.request_body_timeout` without a body byte
+  (while uvicorn's own flow control is not what stopped the reading) is a
+  408 when the app has not started its answer (the app's `receive` then
+  sees a disconnect), else the connection is closed.
+
+Every refusal closes the connection (`Connection: close`, then a short
+linger that drops what the client still sends) and comes in the
+door's error shape: Anthropic's on the Messages paths and to clients that
+send `anthropic-version`, OpenAI's elsewhere. One due while an earlier
+pipelined request is still being answered waits for that answer's end.
+The bounds are read from the config of the app uvicorn loaded, so each
+`--workers` process applies its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from asyncio import TimerHandle
+from dataclasses import dataclass
+from typing import Any
+
+import httptools
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+from proxy.api.messages import anthropic_error
+from proxy.app import MESSAGES_PATH, ProxyApp, door_path
+from proxy.config import Config, LimitsModel, ServerModel
+from proxy.errors import HeadersTooLarge, PayloadTooLarge, ProxyError, RequestTimeout
+from proxy.runtime import Runtime
+
+log = logging.getLogger("proxy")
+
+# seconds a refused request's connection still reads (and drops) before it closes
+LINGER_SECONDS = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClientBounds:
+    header_timeout: float
+    body_timeout: float
+    max_header_count: int
+    max_head_bytes: int
+    max_body_bytes: int
+
+    @classmethod
+    def of(cls, server: ServerModel, limits: LimitsModel) -> ClientBounds:
+        return cls(
+            server.request_header_timeout,
+            server.request_body_timeout,
+            limits.max_header_count,
+            limits.max_head_bytes,
+            limits.max_body_bytes,
+        )
+
+
+def runtime_of(app: Any) -> Runtime | None:
+    """The Runtime behind uvicorn's loaded app (uvicorn's own middleware,
+    when its options ask for one, wraps the app as `.app`)."""
+    for _ in range(4):
+        if isinstance(app, ProxyApp):
+            return app.runtime
+        app = getattr(app, "app", None)
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def bounds_of(app: Any) -> ClientBounds:
+    """The bounds the app's config sets (the defaults for another app)."""
+    runtime = runtime_of(app)
+    config: Config | None = runtime.config if runtime is not None else None
+    if config is None:
+        return ClientBounds.of(ServerModel(), LimitsModel())
+    return ClientBounds.of(config.server, config.limits)
+
+
+class _Stop(Exception):
+    """Raised in a parser callback to stop parsing (the refusal is kept on
+    the protocol: httptools wraps what a callback raises)."""
+
+
+class ProxyHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the bounds above (`http=` of
+    uvicorn's Config)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.bounds = bounds_of(self.app)
+        self.url = b""
+        self._head_timer: TimerHandle | None = None
+        self._body_timer: TimerHandle | None = None
+        self._reading_head = True  # the next bytes belong to a head
+        self._head_begun = False  # some of that head came
+        self._head_received = 0  # bytes received since, framing included
+        self._header_count = 0
+        self._head_bytes = 0  # target, header names and values
+        self._body_due = False
+        self._body_at = 0.0  # loop time of the body's last bytes
+        self._stopped_by: ProxyError | None = None  # what a callback stopped parsing for
+        self._refusal: ProxyError | None = None  # due once the answer in progress ends
+        self._refused = False
+
+    # -- connection ----------------------------------------------------------------
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        self._await_head()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timers()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        # uvicorn's, with the refusals and the body timer
+        if self._refused:
+            return  # what follows a refused request is not read
+        if self._reading_head:
+            self._head_received += len(data)
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return
+        except httptools.HttpParserError:
+            stopped_by = self._stopped_by
+            if stopped_by is not None:
+                self._refuse(stopped_by)
+                return
+            self.logger.warning("Invalid HTTP request received.")
+            self.send_400_response("Invalid HTTP request received.")
+            return
+        if self._reading_head and self._head_received > 2 * self.bounds.max_head_bytes:
+            self._refuse(self._too_large_head())
+        elif self._body_due and self._body_timer is None:
+            self._body_timer = self.loop.call_later(self.bounds.body_timeout, self._body_late)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()  # may start a pipelined request
+        if self.transport.is_closing() or not self.cycle.response_complete:
+            return
+        refusal = self._refusal
+        if refusal is not None:
+            self._answer(refusal)
+        else:
+            self._await_head()
+
+    # -- parser callbacks ----------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_begun = True
+        self._header_count = 0
+        self._head_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._head_bytes += len(url)
+        if self._head_bytes > self.bounds.max_head_bytes:
+            self._stop(self._too_large_head())
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        self._head_bytes += len(name) + len(value)
+        bounds = self.bounds
+        if self._header_count > bounds.max_header_count or self._head_bytes > bounds.max_head_bytes:
+            self._stop(self._too_large_head())
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._reading_head = self._head_begun = False
+        self._head_received = 0
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        limit = self.bounds.max_body_bytes
+        if self._declared_length() > limit:
+            self._stop(
+                PayloadTooLarge(
+                    f"The request body is larger than limits.max_body_bytes ({limit} bytes)."
+                )
+            )
+        super().on_headers_complete()
+        self._body_due = True
+        self._body_at = self.loop.time()
+
+    def on_body(self, body: bytes) -> None:
+        super().on_body(body)
+        self._body_at = self.loop.time()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._body_due = False
+        self._reading_head = True
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    # -- bounds --------------------------------------------------------------------
+
+    def _await_head(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+        self._head_timer = self.loop.call_later(self.bounds.header_timeout, self._head_late)
+
+    def _head_late(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        if self._head_begun:
+            self._refuse(
+                RequestTimeout(
+                    "The request's headers did not arrive within "
+                    f"server.request_header_timeout ({self.bounds.header_timeout:g} s)."
+                )
+            )
+        else:
+            self.transport.close()  # nothing asked, nothing to answer
+
+    def _body_late(self) -> None:
+        self._body_timer = None
+        if not self._body_due or self.transport.is_closing():
+            return
+        timeout = self.bounds.body_timeout
+        now = self.loop.time()
+        if self.flow.read_paused:
+            # uvicorn stopped reading (the app has not read what came): not
+            # the client's doing, so the gap starts again
+            self._body_at = now
+        idle = now - self._body_at
+        if idle < timeout:
+            self._body_timer = self.loop.call_later(timeout - idle, self._body_late)
+            return
+        cycle = self.cycle
+        if cycle.response_started:
+            self.transport.close()  # an answer begun cannot become a 408
+            return
+        # the app's `receive` now says the client left, and what it sends is dropped
+        cycle.disconnected = True
+        cycle.message_event.set()
+        self._refuse(
+            RequestTimeout(
+                "The request body stopped arriving for longer than "
+                f"server.request_body_timeout ({timeout:g} s)."
+            )
+        )
+
+    def _declared_length(self) -> int:
+        for name, value in self.headers:
+            if name == b"content-length":
+                try:
+                    return int(value)
+                except ValueError:
+                    return 0  # llhttp refuses such a value before this
+        return 0
+
+    def _too_large_head(self) -> HeadersTooLarge:
+        bounds = self.bounds
+        return HeadersTooLarge(
+            f"The request has more than limits.max_header_count ({bounds.max_header_count}) "
+            f"headers or more than limits.max_head_bytes ({bounds.max_head_bytes} bytes) "
+            "of target, header names and values."
+        )
+
+    def _stop(self, error: ProxyError) -> None:
+        self._stopped_by = error
+        raise _Stop
+
+    # -- refusing ------------------------------------------------------------------
+
+    def _refuse(self, error: ProxyError) -> None:
+        """Answer `error` and close the connection: now, or once the answer
+        to an earlier request in progress has ended."""
+        self._refused = True
+        self._cancel_timers()
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete and not cycle.disconnected:
+            self._refusal = error
+            return
+        self._answer(error)
+
+    def _answer(self, error: ProxyError) -> None:
+        if self.transport.is_closing():
+            return
+        path = self.url.split(b"?", 1)[0].decode("latin-1")
+        headers = self.headers or []
+        anthropic = door_path(path).startswith(MESSAGES_PATH) or any(
+            name == b"anthropic-version" for name, _ in headers
+        )
+        body = anthropic_error(error) if anthropic else error.render()
+        head = [STATUS_LINE[error.status]]
+        for name, value in self.server_state.default_headers:
+            head += [name, b": ", value, b"\r\n"]
+        head += [
+            b"content-type: application/json\r\n",
+            b"content-length: %d\r\n" % len(body),
+            b"connection: close\r\n\r\n",
+        ]
+        self.transport.write(b"".join(head) + body)
+        # Closed with the client's bytes still unread, the socket would send a
+        # reset that can destroy the answer before the client reads it: end
+        # the writing side, read and drop what still comes for a moment, then close.
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self.flow.resume_reading()
+            self.loop.call_later(LINGER_SECONDS, self.transport.close)
+        else:
+            self.transport.close()
+        # the path without its query (which may carry a key), as far as it came
+        log.info(
+            "request refused by the connection's bounds",
+            extra={"status": error.status, "error": error.code, "path": path},
+        )
+
+    def _cancel_timers(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
