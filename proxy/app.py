@@ -51,6 +51,7 @@ from proxy.config import (
     upstream_config,
     with_overrides,
 )
+from proxy.doors.messages.shapes import MESSAGES_PATH, wants_anthropic
 from proxy.errors import (
     BadRequest,
     ConfigError,
@@ -68,7 +69,6 @@ from proxy.upstream import Ends
 log = logging.getLogger("proxy")
 
 CHAT_PATH = "/v1/chat/completions"
-MESSAGES_PATH = "/v1/messages"
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 # /v1 paths the proxy answers itself; every other /v1 path is passed through
 OWN_PREFIXES = ("/v1/conversations", "/v1/reasoning/")
@@ -237,7 +237,7 @@ class ProxyApp:
         path = door_path(scope["path"])
         trace = Trace(send, self.runtime.metrics, api_endpoint(path), scope)
         try:
-            if path.startswith(MESSAGES_PATH) or anthropic_client(scope):
+            if wants_anthropic(scope["path"], scope["headers"]):
                 await send_anthropic_error(trace.send, error)
             else:
                 await send_error(trace.send, error)

@@ -48,9 +48,9 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from proxy.api.messages import anthropic_error
-from proxy.app import MESSAGES_PATH, ProxyApp, door_path
+from proxy.app import ProxyApp
 from proxy.config import Config, LimitsModel, ServerModel
+from proxy.doors.messages.shapes import anthropic_error, wants_anthropic
 from proxy.errors import HeadersTooLarge, PayloadTooLarge, ProxyError, RequestTimeout
 from proxy.runtime import Runtime
 
@@ -312,10 +312,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             return
         path = self.url.split(b"?", 1)[0].decode("latin-1")
         headers = self.headers or []
-        anthropic = door_path(path).startswith(MESSAGES_PATH) or any(
-            name == b"anthropic-version" for name, _ in headers
-        )
-        body = anthropic_error(error) if anthropic else error.render()
+        body = anthropic_error(error) if wants_anthropic(path, headers) else error.render()
         head = [STATUS_LINE[error.status]]
         for name, value in self.server_state.default_headers:
             head += [name, b": ", value, b"\r\n"]

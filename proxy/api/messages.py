@@ -56,7 +56,10 @@ from proxy.doors.messages.native import (
     unsigned_tool_turns,
 )
 from proxy.doors.messages.request import Translation, translate
-from proxy.doors.messages.shapes import error_body, error_object, error_type_of_status
+from proxy.doors.messages.shapes import (
+    anthropic_error,
+    error_body,
+)
 from proxy.doors.messages.stream import MessagesEncoder
 from proxy.errors import BadRequest, ProxyError
 from proxy.exchange import Exchange, Planner, parse_json_object
@@ -76,10 +79,6 @@ NATIVE_EXTRA = frozenset(
 )
 DROPPED_FIELDS = "x-proxy-dropped-fields"
 DROPPED_TOOLS = "x-proxy-dropped-tools"
-
-
-def anthropic_error(exc: ProxyError) -> bytes:
-    return orjson.dumps(error_object(error_type_of_status(exc.status), exc.message))
 
 
 async def send_anthropic_error(send: Send, exc: ProxyError) -> None:

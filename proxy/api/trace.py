@@ -25,10 +25,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from proxy.api.asgi import JSON_TYPE, Message, Receive, Scope, Send, absorb_cut, send_bytes
-from proxy.doors.messages.shapes import error_object, error_type_of_status
+from proxy.doors.messages.shapes import anthropic_error, wants_anthropic
 from proxy.errors import ProxyError, ServerShuttingDown
 from proxy.observability import Metrics, clip, log_fields
 
@@ -185,21 +183,10 @@ class TracedEndpoint:
         raise NotImplementedError
 
 
-MESSAGES_PATH = "/v1/messages"
-
-
 async def send_refusal(scope: Scope, send: Send, error: ProxyError) -> None:
-    """An error a request gets before its endpoint answers, as the dispatch
-    refuses one: in the Messages shape on the Messages paths (repeated and
-    trailing slashes aside) and to clients that send `anthropic-version`,
-    else in OpenAI's."""
-    path = "/" + "/".join(part for part in scope["path"].split("/") if part)
-    anthropic = path.startswith(MESSAGES_PATH) or any(
-        name == b"anthropic-version" for name, _ in scope["headers"]
-    )
-    if not anthropic:
-        body = error.render()
-    else:
-        body = orjson.dumps(error_object(error_type_of_status(error.status), error.message))
+    """An error a request gets before its endpoint answers, in the shape
+    `wants_anthropic` picks (as the dispatch refuses one)."""
+    anthropic = wants_anthropic(scope["path"], scope["headers"])
+    body = anthropic_error(error) if anthropic else error.render()
     extra = [(k.lower().encode(), v.encode("latin-1")) for k, v in error.headers.items()]
     await send_bytes(send, error.status, body, [JSON_TYPE, *extra])

@@ -10,9 +10,14 @@ is the data of an `event: error`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
+
+from proxy.errors import ProxyError
+
+MESSAGES_PATH = "/v1/messages"
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -91,6 +96,21 @@ def error_from_openai(error: Any, status: int | None = None) -> dict[str, Any]:
     if status is not None:
         return error_object(error_type_of_status(status), message)
     return error_object(kind or "api_error", message)
+
+
+def wants_anthropic(path: str, headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """An error the proxy answers before (or instead of) an endpoint comes in
+    Anthropic's shape on the Messages paths (repeated and trailing slashes
+    aside) and to clients that send `anthropic-version`; else in OpenAI's."""
+    squeezed = "/" + "/".join(piece for piece in path.split("/") if piece)
+    return squeezed.startswith(MESSAGES_PATH) or any(
+        name == b"anthropic-version" for name, _ in headers
+    )
+
+
+def anthropic_error(exc: ProxyError) -> bytes:
+    """A proxy error as an Anthropic error body."""
+    return orjson.dumps(error_object(error_type_of_status(exc.status), exc.message))
 
 
 def error_body(status: int, body: bytes) -> bytes:
