@@ -257,7 +257,7 @@ def test_headers_over_max_head_bytes_are_431(proxy: Serve, upstream: FakeUpstrea
 def test_a_flood_of_headers_is_431_in_the_messages_shape(
     proxy: Serve, upstream: FakeUpstream
 ) -> None:
-    # the hunt's case: 20,000 headers of about 1 KB (20 MB), refused early
+    # 20,000 headers of about 1 KB (20 MB), refused early
     with connect(proxy) as sock:
         send(sock, many_headers(MESSAGES, 20_000, 1000))
         status, _, body = parse(read_to_close(sock))
