@@ -101,6 +101,13 @@ def bounds_of(app: Any) -> ClientBounds:
     return ClientBounds.of(config.server, config.limits)
 
 
+def _length(value: bytes) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        return 0  # llhttp refuses such a value before this
+
+
 class _Stop(Exception):
     """Raised in a parser callback to stop parsing (the refusal is kept on
     the protocol: httptools wraps what a callback raises)."""
@@ -117,10 +124,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._head_timer: TimerHandle | None = None
         self._body_timer: TimerHandle | None = None
         self._reading_head = True  # the next bytes belong to a head
-        self._head_begun = False  # some of that head came
-        self._head_received = 0  # bytes received since, framing included
-        self._header_count = 0
-        self._head_bytes = 0  # target, header names and values
+        self._head_received = 0  # bytes of it received so far, framing included
         self._body_due = False
         self._body_at = 0.0  # loop time of the body's last bytes
         self._stopped_by: ProxyError | None = None  # what a callback stopped parsing for
@@ -160,12 +164,15 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self.logger.warning("Invalid HTTP request received.")
             self.send_400_response("Invalid HTTP request received.")
             return
-        if self._reading_head and self._head_received > 2 * self.bounds.max_head_bytes:
-            self._refuse(self._too_large_head())
-        elif self._head_begun and self._head_timer is None:
-            self._await_head()  # a head split across reads: it has the timeout to end
-        elif self._body_due and self._body_timer is None:
-            self._body_timer = self.loop.call_later(self.bounds.body_timeout, self._body_late)
+        if self._reading_head:
+            if self._head_received > 2 * self.bounds.max_head_bytes:
+                self._refuse(self._too_large_head())
+            elif self._head_received and self._head_timer is None:
+                self._await_head()  # a head split across reads: it has the timeout to end
+        elif self._body_due:
+            self._body_at = self.loop.time()
+            if self._body_timer is None:
+                self._body_timer = self.loop.call_later(self.bounds.body_timeout, self._body_late)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()  # may start a pipelined request
@@ -181,34 +188,25 @@ class ProxyHttpProtocol(HttpToolsProtocol):
 
     # -- parser callbacks ----------------------------------------------------------
 
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._head_begun = True
-        self._header_count = 0
-        self._head_bytes = 0
-
-    def on_url(self, url: bytes) -> None:
-        self._head_bytes += len(url)
-        if self._head_bytes > self.bounds.max_head_bytes:
-            self._stop(self._too_large_head())
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_count += 1
-        self._head_bytes += len(name) + len(value)
-        bounds = self.bounds
-        if self._header_count > bounds.max_header_count or self._head_bytes > bounds.max_head_bytes:
-            self._stop(self._too_large_head())
-        super().on_header(name, value)
-
     def on_headers_complete(self) -> None:
-        self._reading_head = self._head_begun = False
+        # the head's bounds, checked once it is whole (no callback per header:
+        # what a head may buffer before then is bounded in data_received)
+        self._reading_head = False
         self._head_received = 0
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
-        limit = self.bounds.max_body_bytes
-        if self._declared_length() > limit:
+        bounds = self.bounds
+        size = len(self.url)
+        declared = 0
+        for name, value in self.headers:
+            size += len(name) + len(value)
+            if name == b"content-length":
+                declared = _length(value)
+        if len(self.headers) > bounds.max_header_count or size > bounds.max_head_bytes:
+            self._stop(self._too_large_head())
+        limit = bounds.max_body_bytes
+        if declared > limit:
             self._stop(
                 PayloadTooLarge(
                     f"The request body is larger than limits.max_body_bytes ({limit} bytes)."
@@ -216,10 +214,6 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             )
         super().on_headers_complete()
         self._body_due = True
-        self._body_at = self.loop.time()
-
-    def on_body(self, body: bytes) -> None:
-        super().on_body(body)
         self._body_at = self.loop.time()
 
     def on_message_complete(self) -> None:
@@ -241,7 +235,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._head_timer = None
         if self.transport.is_closing():
             return
-        if self._head_begun:
+        if self._head_received:  # some of a head came
             self._refuse(
                 RequestTimeout(
                     "The request's headers did not arrive within "
@@ -278,15 +272,6 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                 f"server.request_body_timeout ({timeout:g} s)."
             )
         )
-
-    def _declared_length(self) -> int:
-        for name, value in self.headers:
-            if name == b"content-length":
-                try:
-                    return int(value)
-                except ValueError:
-                    return 0  # llhttp refuses such a value before this
-        return 0
 
     def _too_large_head(self) -> HeadersTooLarge:
         bounds = self.bounds
