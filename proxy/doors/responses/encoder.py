@@ -118,7 +118,7 @@ class _Message:
 
 
 class _Call:
-    __slots__ = ("announced", "call_id", "head", "id", "index", "name", "parts", "tool")
+    __slots__ = ("call_id", "head", "id", "index", "name", "parts", "tool")
 
     def __init__(self, item_id: str, index: int, call_id: str, tool: ClientTool) -> None:
         self.id = item_id
@@ -128,9 +128,6 @@ class _Call:
         self.call_id = call_id
         self.tool = tool
         self.parts: list[str] = []
-        # its `output_item.added` went out (a call whose name has not come
-        # yet waits, its arguments kept, until the name or the next item)
-        self.announced = False
 
 
 class ResponsesEncoder:
@@ -166,7 +163,9 @@ class ResponsesEncoder:
         self._message: _Message | None = None
         self._calls: dict[Any, _Call] = {}  # by tool-call slot (or LEGACY_CALL)
         self._slots = CallSlots()
-        self._unnamed: _Call | None = None  # a call waiting for its name
+        # a call whose name has not come yet: its `output_item.added` waits,
+        # its arguments kept, until the name or the next item (`_flush_unnamed`)
+        self._unnamed: _Call | None = None
         # text that came while a call was open, waiting for the call to end
         self._held: list[tuple[str, bool, Any]] = []
         self._finish: str | None = None
@@ -520,9 +519,7 @@ class ResponsesEncoder:
             self._close_message(out)
             if self.hidden:
                 self._hidden_reasoning(out)
-            if self._unnamed is not None:  # the calls go out in the order they began
-                self._announce(out, self._unnamed)
-                self._unnamed = None
+            self._flush_unnamed(out)  # the calls go out in the order they began
             index = self._add()
             call_id = _call_id(delta) or self._id("call", index)
             call = self._calls[key] = self._call(index, call_id, name)
@@ -536,7 +533,7 @@ class ResponsesEncoder:
             self._announce(out, call)
         if arguments:
             call.parts.append(arguments)
-            if call.announced and not call.tool.custom:  # a custom tool's input: once whole
+            if call is not self._unnamed and not call.tool.custom:  # custom: once whole
                 self._delta_event(out, call.head, arguments)
 
     def _call(self, index: int, call_id: str, name: str, parts: list[str] | None = None) -> _Call:
@@ -548,18 +545,21 @@ class ResponsesEncoder:
 
     def _announce(self, out: list[bytes], call: _Call) -> None:
         """`output_item.added` for a call, with the arguments it has so far."""
-        call.announced = True
         item = call_item(call.id, call.call_id, call.tool, "", "in_progress")
         self._emit(out, "response.output_item.added", output_index=call.index, item=item)
         if call.parts and not call.tool.custom:
             self._delta_event(out, call.head, "".join(call.parts))
 
+    def _flush_unnamed(self, out: list[bytes]) -> None:
+        """Announce the call waiting for its name, as it stands."""
+        call, self._unnamed = self._unnamed, None
+        if call is not None:
+            self._announce(out, call)
+
     def _close_calls(self, out: list[bytes]) -> None:
+        self._flush_unnamed(out)  # its name never came
         calls, self._calls = self._calls, {}
-        self._unnamed = None
         for call in calls.values():
-            if not call.announced:  # its name never came
-                self._announce(out, call)
             arguments = "".join(call.parts)
             if call.tool.custom:
                 payload = self.names.custom_input(arguments)
@@ -640,8 +640,9 @@ class ResponsesEncoder:
                 message.id, text, "incomplete", message.refusal, message.logprobs
             )
         calls, self._calls = self._calls, {}
+        unnamed, self._unnamed = self._unnamed, None
         for call in calls.values():
-            if call.announced:
+            if call is not unnamed:
                 arguments = "".join(call.parts)
                 payload = self.names.custom_input(arguments) if call.tool.custom else arguments
                 item = call_item(call.id, call.call_id, call.tool, payload, "incomplete")
@@ -714,10 +715,7 @@ class ResponsesEncoder:
         return at
 
     def _added(self, out: list[bytes], index: int, item: Json) -> None:
-        unnamed = self._unnamed
-        if unnamed is not None:  # the items go out in the order they began
-            self._unnamed = None
-            self._announce(out, unnamed)
+        self._flush_unnamed(out)  # the items go out in the order they began
         self._emit(out, "response.output_item.added", output_index=index, item=item)
 
     def _done(self, out: list[bytes], index: int, item: Json) -> None:
