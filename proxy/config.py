@@ -226,6 +226,9 @@ class ServerModel(_Model):
     # opening or the previous response), and the longest gap in its body
     request_header_timeout: float = Field(30.0, gt=0, le=3600)
     request_body_timeout: float = Field(30.0, gt=0, le=3600)
+    # the longest a client may leave its connection too full to write to
+    # (it reads nothing of its answer) before the connection is closed
+    response_send_timeout: float = Field(60.0, gt=0, le=3600)
     upstream_max_in_flight: int = Field(512, ge=1)
     upstream_queue_timeout: float = Field(5.0, ge=0)
     upstream_max_connections_per_origin: int = Field(512, ge=1)

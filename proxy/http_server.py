@@ -29,6 +29,13 @@ the body arrives. Per connection, here:
   (while uvicorn's own flow control is not what stopped the reading) is a
   408 when the app has not started its answer (the app's `receive` then
   sees a disconnect), else the connection is closed.
+- answering: a client that reads nothing of its answer fills the socket's
+  buffers, and uvicorn then holds the app's next `send` (and with it the
+  upstream request) until the client reads again. Once no byte could go
+  to the client for `server.response_send_timeout` while writing is
+  paused, the connection is closed, and the app sees the client leave. A
+  client that reads slowly but keeps reading is never cut, and a request
+  whose answer fits the buffers costs no timer.
 
 Every refusal closes the connection (`Connection: close`, then a short
 linger that drops what the client still sends) and comes in the
@@ -41,8 +48,12 @@ The bounds are read from the config of the app uvicorn loaded, so each
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import logging
+import sys
+import termios
 from asyncio import TimerHandle
 from dataclasses import dataclass
 from typing import Any
@@ -60,12 +71,15 @@ log = logging.getLogger("proxy")
 
 # seconds a refused request's connection still reads (and drops) before it closes
 LINGER_SECONDS = 2.0
+# ioctl for the bytes in a socket's send queue (Linux: SIOCOUTQ, the same number)
+OUTQ: int | None = getattr(termios, "TIOCOUTQ", None)
 
 
 @dataclass(frozen=True, slots=True)
 class ClientBounds:
     header_timeout: float
     body_timeout: float
+    send_timeout: float
     max_header_count: int
     max_head_bytes: int
     max_body_bytes: int
@@ -75,6 +89,7 @@ class ClientBounds:
         return cls(
             server.request_header_timeout,
             server.request_body_timeout,
+            server.response_send_timeout,
             limits.max_header_count,
             limits.max_head_bytes,
             limits.max_body_bytes,
@@ -123,6 +138,8 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self.url = b""
         self._head_timer: TimerHandle | None = None
         self._body_timer: TimerHandle | None = None
+        self._send_timer: TimerHandle | None = None
+        self._unsent = 0  # bytes buffered for the client when the send timer was armed
         self._reading_head = True  # the next bytes belong to a head
         self._head_received = 0  # bytes of it received so far, framing included
         self._body_due = False
@@ -140,6 +157,18 @@ class ProxyHttpProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_timers()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._send_timer is None:
+            self._unsent = self._unsent_bytes()
+            self._send_timer = self.loop.call_later(self.bounds.send_timeout, self._send_late)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
 
     def data_received(self, data: bytes) -> None:
         # uvicorn's, with the refusals and the body timer
@@ -273,6 +302,37 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             )
         )
 
+    def _send_late(self) -> None:
+        self._send_timer = None
+        if not self.flow.write_paused:
+            return
+        unsent = self._unsent_bytes()
+        if unsent < self._unsent:  # the client took some: the time starts again
+            self._unsent = unsent
+            self._send_timer = self.loop.call_later(self.bounds.send_timeout, self._send_late)
+            return
+        # what is still buffered for the client is dropped with the connection
+        log.info(
+            "client stopped reading its answer for server.response_send_timeout "
+            "(%g s); connection closed",
+            self.bounds.send_timeout,
+            extra={"path": self.url.split(b"?", 1)[0].decode("latin-1")},
+        )
+        self.transport.abort()
+
+    def _unsent_bytes(self) -> int:
+        """Bytes written for the client that it has not taken yet: the
+        transport's buffer, and the socket's send queue where the system
+        tells it (with the kernel's buffers of a few MB, a client that reads
+        steadily may leave the transport's buffer unchanged for seconds)."""
+        unsent: int = self.transport.get_write_buffer_size()
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None and OUTQ is not None:
+            with contextlib.suppress(OSError, ValueError):
+                queued = fcntl.ioctl(sock.fileno(), OUTQ, b"\0\0\0\0")
+                unsent += int.from_bytes(queued, sys.byteorder, signed=True)
+        return unsent
+
     def _too_large_head(self) -> HeadersTooLarge:
         bounds = self.bounds
         return HeadersTooLarge(
@@ -335,3 +395,6 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if self._body_timer is not None:
             self._body_timer.cancel()
             self._body_timer = None
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None

@@ -295,7 +295,7 @@ class FakeUpstream:
         answer = self._script.popleft() if self._script else self._default(request.path)
         try:
             return await self._answer(request, answer)
-        except (ConnectionResetError, asyncio.CancelledError):
+        except (ConnectionError, asyncio.CancelledError):  # a reset, or "Connection lost"
             self.disconnects += 1
             self.disconnected.set()
             raise

@@ -634,6 +634,7 @@ def test_check_config_refuses_an_upstream_host_with_a_space(
 def test_client_bounds_have_defaults() -> None:
     cfg = build_config(config(), env={})
     assert (cfg.server.request_header_timeout, cfg.server.request_body_timeout) == (30.0, 30.0)
+    assert cfg.server.response_send_timeout == 60.0
     assert (cfg.limits.max_header_count, cfg.limits.max_head_bytes) == (100, 65536)
 
 
@@ -643,6 +644,7 @@ def test_client_bounds_have_defaults() -> None:
         ("server", {"request_header_timeout": 0}, "server.request_header_timeout"),
         ("server", {"request_body_timeout": -1}, "server.request_body_timeout"),
         ("server", {"request_body_timeout": 7200}, "server.request_body_timeout"),
+        ("server", {"response_send_timeout": 0}, "server.response_send_timeout"),
         ("limits", {"max_header_count": 5}, "limits.max_header_count"),
         ("limits", {"max_head_bytes": 512}, "limits.max_head_bytes"),
         # a head must hold the longest header value allowed
