@@ -41,9 +41,13 @@ Provider formats, as their documentation describes them:
 - deepseek: `reasoning_content` in responses; thinking mode on by default,
   toggled with `thinking: {"type": "enabled" | "disabled"}`; effort with
   `reasoning_effort` (minimal/low -> low, medium/high/xhigh -> high by the
-  API's own table); no thinking budget; on turns with tool calls
-  `reasoning_content` "must be passed back to the API", `""` accepted, else
-  400 (https://api-docs.deepseek.com/guides/thinking_mode).
+  API's own table); no thinking budget; "for turns that do perform tool
+  calls, the reasoning_content must be fully passed back to the API in all
+  subsequent requests", a turn being everything between two user messages,
+  its final answer too (the zh-cn page: the reasoning_content of every
+  assistant message between two user messages with tool calls between them
+  goes back), `""` accepted, else 400
+  (https://api-docs.deepseek.com/guides/thinking_mode).
 - kimi: `reasoning_content` must stay on assistant tool-call messages, else
   400 "thinking is enabled but reasoning_content is missing in assistant tool
   call message at index N"; K2.5/K2.6 treat `""` as missing and accept one
@@ -176,6 +180,10 @@ class Dialect:
     families: tuple[Family, ...] = ()
     # include_in_context auto: stored reasoning goes back on tool-call turns
     auto_include: bool = False
+    # a user turn that made tool calls needs the reasoning (and the
+    # placeholder) on every assistant message in it, its final answer too,
+    # not only on the messages that call tools
+    whole_tool_turns: bool = False
     # serves many makers' models: auto_include also where the model's maker needs it
     multi_vendor: bool = False
     # (path inside a tool call, value) written on the first call of an
@@ -260,6 +268,7 @@ DIALECTS: dict[str, Dialect] = {
             "reasoning_content",
             tool_turn_placeholder="",
             auto_include=True,
+            whole_tool_turns=True,
             params=(
                 ParamRule("effort", ("thinking", "type"), "enabled"),
                 _EFFORT,

@@ -378,24 +378,25 @@ def build_upstream_messages(
     kept = filter_for_context(list(known), strip) if include else [None] * len(known)
     if dialect.never_send:
         kept = [None] * len(known)
+    needs = tool_turns(messages, assistants, dialect)
     if include == "auto":
         # the dialect decides: its own form, on the tool-call turns it needs
         native_format = True
         kept = [
-            k if dialect.auto_include and a.tool_call_ids else None
-            for a, k in zip(assistants, kept, strict=True)
+            k if dialect.auto_include and need else None
+            for need, k in zip(needs, kept, strict=True)
         ]
     out: list[Json] = list(messages)
     reinjected = stripped = 0
     sent: list[Reasoning | None] = []
-    for a, reasoning, keep in zip(assistants, known, kept, strict=True):
+    for a, reasoning, keep, need in zip(assistants, known, kept, needs, strict=True):
         if keep is not None and keep.empty:
             keep = None
         original = messages[a.position]
         message = {k: v for k, v in original.items() if k not in REASONING_FIELDS}
         if "content" in original:
             message["content"] = a.content
-        _write(message, keep, dialect, native_format, bool(a.tool_call_ids))
+        _write(message, keep, dialect, native_format, need)
         if a.tool_call_ids and dialect.tool_call_signature is not None:
             _sign_first_call(message, *dialect.tool_call_signature)
         out[a.position] = message
@@ -405,6 +406,29 @@ def build_upstream_messages(
         if reasoning is not None and not reasoning.empty and keep is None:
             stripped += 1
     return EgressResult(out, reinjected, stripped, sent)
+
+
+def tool_turns(
+    messages: Sequence[Any], assistants: Sequence[AssistantMessage], dialect: Dialect
+) -> list[bool]:
+    """Per assistant message, whether the dialect's needs on tool-call turns
+    apply to it: it calls tools, or (`whole_tool_turns`) it belongs to a user
+    turn (the messages between two user messages) in which one does."""
+    calls = [bool(a.tool_call_ids) for a in assistants]
+    if not dialect.whole_tool_turns:
+        return calls
+    turns: list[int] = []  # per assistant message: the user messages before it
+    users = at = 0
+    for a in assistants:
+        users += sum(1 for m in messages[at : a.position] if _role(m) == "user")
+        at = a.position
+        turns.append(users)
+    calling = {turn for turn, call in zip(turns, calls, strict=True) if call}
+    return [turn in calling for turn in turns]
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
 
 
 def _sign_first_call(message: Json, path: tuple[str, ...], value: str) -> None:

@@ -29,14 +29,18 @@ def egress_notes(
     include: Any,
     strip: str,
     compressed: str | None,
+    needs: Sequence[bool] | None = None,
 ) -> dict[str, Any]:
     """One note per assistant message: `action` (reinjected, passed, stripped,
-    none), where its reasoning came from, and why."""
+    none), where its reasoning came from, and why. `needs`: per message,
+    whether the dialect's needs on tool-call turns apply to it
+    (`egress.tool_turns`; by default, whether it calls tools)."""
     policy = compressed or strip
     messages = []
-    for a, reasoning, out in zip(assistants, known, sent, strict=True):
-        tool_turn = bool(a.tool_call_ids)
-        note: dict[str, Any] = {"index": a.position, "toolCall": tool_turn}
+    if needs is None:
+        needs = [bool(a.tool_call_ids) for a in assistants]
+    for a, reasoning, out, tool_turn in zip(assistants, known, sent, needs, strict=True):
+        note: dict[str, Any] = {"index": a.position, "toolCall": bool(a.tool_call_ids)}
         if reasoning is None or reasoning.empty:
             note["action"] = "none"
             note["why"] = (

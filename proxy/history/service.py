@@ -26,7 +26,13 @@ from proxy.config import Route
 from proxy.dialects import Dialect
 from proxy.errors import StoreUnavailable
 from proxy.history.context import EgressPlan, plan_egress, request_texts, tools_text
-from proxy.history.egress import find_stored, known_reasoning, read_assistants, turn_refs_of
+from proxy.history.egress import (
+    find_stored,
+    known_reasoning,
+    read_assistants,
+    tool_turns,
+    turn_refs_of,
+)
 from proxy.history.explain import egress_notes
 from proxy.history.keys import ConversationKey
 from proxy.history.threads import CONVERSATION, continued_conversation, new_conversation_id
@@ -199,6 +205,7 @@ class History:
             include=settings.include_in_context,
             strip=settings.strip_from_context,
             compressed=plan.compressed,
+            needs=tool_turns(messages, assistants, dialect),
         )
         return EgressPlan(plan.result, plan.effective, plan.raw, plan.compressed, notes)
 
