@@ -143,7 +143,8 @@ def native_params(settings: ReasoningSettings, from_headers: Json) -> Json:
     only those set somewhere (the defaults add nothing); they replace the
     body's own when the client's X-Reasoning-* headers set them."""
     params: Json = {"override": any(k in from_headers for k in ("enabled", "max_tokens", "effort"))}
-    if settings.enabled is False:
+    # effort `none`: Messages has no such effort, and its off switch says it
+    if settings.enabled is False or settings.effort == "none":
         params["thinking"] = {"type": "disabled"}
         return params
     if settings.max_tokens is not None:
