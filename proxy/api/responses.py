@@ -232,7 +232,7 @@ class ResponsesEndpoint(Door):
         if ownership.guarded(ex.route):
             await ownership.check_previous(self.rt, tenant, body.get("previous_response_id"))
         ex.payload, ignored = native_request(
-            body, ex.settings, header_overrides(planned), self._ours(tenant)
+            body, ex.settings, header_overrides(planned), self._ours(tenant), ex.dialect
         )
         ex.stream = body.get("stream") is True
         ex.extra_headers = [(k, v) for k, v in ex.extra_headers if k != IGNORED_HEADER]

@@ -3,7 +3,10 @@ comes back from it, normalized (sans-IO).
 
 The request goes as it came, with the reasoning settings applied
 (`native_request`): the effort the settings name becomes `reasoning.effort`
-(the body's own stays unless an X-Reasoning-* header set one); settings a
+(the body's own stays unless an X-Reasoning-* header set one), mapped per
+model as the dialect maps chat's `reasoning_effort` (gpt-5.1 takes no
+`xhigh`: `high`), and `enabled: false` becomes the model's lowest effort
+where the dialect's off switch is one (`none` on gpt-5.1); settings a
 Responses upstream has no control for are named in `X-Reasoning-Ignored`;
 reasoning items this proxy made (their `encrypted_content` is one of its
 envelopes, which no upstream can read: items of responses it answered on a
@@ -46,6 +49,7 @@ from typing import Any, cast
 
 import orjson
 
+from proxy.dialects import DEFAULT_DIALECT, DIALECTS, SWITCH_ON, Dialect, plan_params
 from proxy.doors.responses.objects import error_of
 from proxy.keymask import KeyMask
 from proxy.reasoning.blocks import Part, SourceField, TextPart, ThinkingBlock, ToolCall, Turn
@@ -100,26 +104,53 @@ _SUMMARY_EVENTS = frozenset(
 
 
 def native_request(
-    body: Json, settings: ReasoningSettings, from_headers: Json, ours: Opens
+    body: Json,
+    settings: ReasoningSettings,
+    from_headers: Json,
+    ours: Opens,
+    dialect: Dialect = DIALECTS[DEFAULT_DIALECT],
 ) -> tuple[Json, list[str]]:
     """The body for a Responses upstream, and the settings it cannot honour.
     `ours`: whether an `encrypted_content` is an envelope this proxy sealed
-    (for the caller's tenant)."""
+    (for the caller's tenant). `dialect`: the request's, whose per-model
+    `reasoning_effort` values are Responses' `reasoning.effort` values too."""
     out = dict(body)
     reasoning = dict(out["reasoning"]) if isinstance(out.get("reasoning"), dict) else {}
-    if settings.effort is not None and ("effort" in from_headers or "effort" not in reasoning):
-        reasoning["effort"] = settings.effort
+    model = body.get("model")
+    effort, ignored = responses_effort(dialect, settings, model if isinstance(model, str) else "")
+    if effort is not None:
+        setting = "effort" if settings.enabled else "enabled"
+        if setting in from_headers or "effort" not in reasoning:
+            reasoning["effort"] = effort
     if reasoning:
         out["reasoning"] = reasoning
     foreign = without_own_items(out, ours)
     if foreign is not None:
         out = foreign
-    ignored = []
-    if not settings.enabled:
-        ignored.append("enabled")
-    if settings.max_tokens is not None:
-        ignored.append("max_tokens")
     return out, ignored
+
+
+def responses_effort(
+    dialect: Dialect, settings: ReasoningSettings, model: str
+) -> tuple[str | None, list[str]]:
+    """The `reasoning.effort` the settings give this model, and the settings
+    a Responses upstream cannot honour. The dialect's rules for chat's
+    `reasoning_effort` say which efforts the model takes and what turns its
+    reasoning off; an effort without such a rule goes as the settings name it."""
+    plan = plan_params(dialect, settings, model)
+    efforts = [
+        value
+        for setting, path, value in plan.params
+        if path == ("reasoning_effort",) and setting != SWITCH_ON
+    ]
+    ignored = ["max_tokens"] if settings.max_tokens is not None else []
+    if not settings.enabled:
+        if not efforts:
+            return None, ["enabled", *ignored]
+        return efforts[0], ignored
+    if efforts:
+        return efforts[0], ignored
+    return settings.effort, ignored
 
 
 def without_own_items(body: Json, ours: Opens) -> Json | None:
