@@ -11,7 +11,7 @@ still goes on as it came, byte for byte.
 
 The path goes as the client wrote it (percent-escapes kept), below the
 route's base URL, and never above it: a path with a `.` or `..` segment, in
-any spelling (`%2e%2e`, `..%2F`, a backslash), is refused before anything is
+any spelling (`%2e%2e`, `..%2F`, `..%3F`, a backslash), is refused before anything is
 sent. A client that leaves cancels the upstream request at once. Configured
 route keys that the upstream quotes back are masked.
 """
@@ -173,10 +173,12 @@ class PassthroughEndpoint(TracedEndpoint):
             await send({"type": "http.response.body", "body": last, "more_body": False})
 
 
-# a dot segment (also as `..;`, a path parameter some servers strip), a
-# control character, or a dot that NFKC folds to `.` (fullwidth, small, leader)
+# a dot segment (also as `..;`, a path parameter some servers strip, and
+# ended by a `?` or `#` that decoding made: a server that decodes the path
+# and then reads it as a URL ends the segment there), a control character,
+# or a dot that NFKC folds to `.` (fullwidth, small, leader)
 _UNSAFE_PIECE = re.compile(
-    rb"(?:^|[/\\])\.{1,2}(?:$|[/\\;])|[\x00-\x1f\x7f]|\xef\xbc\x8e|\xef\xb9\x92|\xe2\x80\xa4"
+    rb"(?:^|[/\\])\.{1,2}(?:$|[/\\;?#])|[\x00-\x1f\x7f]|\xef\xbc\x8e|\xef\xb9\x92|\xe2\x80\xa4"
 )
 DECODINGS = 3  # a path is checked as written and decoded up to this many times
 
