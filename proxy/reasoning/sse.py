@@ -68,7 +68,10 @@ class SSELineTooLong(Exception):
     def __init__(
         self, limit: int, events: list[bytes | SSEEvent | SSEComment] | None = None
     ) -> None:
-        super().__init__(f"SSE line longer than {limit} bytes")
+        super().__init__(
+            "The upstream sent an SSE line or event longer than "
+            f"limits.max_sse_line_bytes ({limit} bytes)."
+        )
         self.limit = limit
         self.events: list[bytes | SSEEvent | SSEComment] = events or []
 

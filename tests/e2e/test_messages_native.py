@@ -560,7 +560,8 @@ def test_an_over_long_line_after_a_good_event_in_the_same_read_keeps_that_event(
     events = start_then(upstream, long, top={"limits": {"max_sse_line_bytes": 1024}})
     assert events[-1][1]["error"] == {
         "type": "api_error",
-        "message": "SSE line longer than 1024 bytes",
+        "message": "The upstream sent an SSE line or event longer than "
+        "limits.max_sse_line_bytes (1024 bytes).",
     }
 
 
