@@ -229,12 +229,14 @@ def request_profile(headers: Iterable[tuple[str, str]]) -> str | None:
     return _one_value(headers, PROFILE_HEADER, InvalidSetting)
 
 
-def parse_conversation_id(raw: str | None) -> str | None:
+def parse_conversation_id(raw: str | None, name: str = CONVERSATION_HEADER) -> str | None:
+    """`raw` when it is a valid conversation id; `name` says where it came
+    from (the header, or the `id` of a conversations API path)."""
     if raw is None:
         return None
     if not _CONVERSATION_ID.fullmatch(raw):
         raise InvalidConversationId(
-            f"{CONVERSATION_HEADER} must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':', '-'",
-            param=CONVERSATION_HEADER,
+            f"{name} must be 1-128 characters of A-Z, a-z, 0-9, '.', '_', ':', '-'",
+            param=name,
         )
     return raw

@@ -1,7 +1,8 @@
 """GET/DELETE /v1/conversations/{id}: the caller's stored turns.
 
 Scoped by tenant: a conversation of another tenant answers exactly like an
-unknown one (404). The admin token may name a tenant with `?tenant=`.
+unknown one (404). The admin token names a tenant with `?tenant=` (reading or
+deleting one conversation without it is a 400: the admin sees every tenant).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from proxy.errors import Forbidden, NotFound, Unauthorized
+from proxy.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from proxy.exchange import client_authorization
 from proxy.history.keys import ConversationKey
 from proxy.reasoning.blocks import Turn, turn_to_json
@@ -83,10 +84,15 @@ def conversations_router(rt: Runtime) -> APIRouter:
     missing = "No conversation with that id."
 
     async def load(request: Request, conversation_id: str) -> tuple[ConversationKey, list[Turn]]:
-        parse_conversation_id(conversation_id)
+        parse_conversation_id(conversation_id, "id")
         tenant = caller_tenant(rt, request)
-        if tenant is None:
-            raise NotFound(missing, param="id")  # admin: name the tenant with ?tenant=
+        if tenant is None:  # the admin, who sees every tenant: say whose
+            raise BadRequest(
+                "With the admin token, name the conversation's tenant: ?tenant= and "
+                "its `tenant` from GET /v1/conversations.",
+                param="tenant",
+                code="tenant_required",
+            )
         key = ConversationKey(tenant, conversation_id)
         with rt.health.errors("read"):
             turns = await rt.store.turns(key)
@@ -144,3 +150,4 @@ def require_admin(rt: Runtime, request: Request) -> None:
         )
     if not is_admin(rt, authorization):
         raise Forbidden("That is not the admin token.", code="invalid_admin_token")
+    request.state.tenant = "admin"  # for the access log
