@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_options(demo)
 
     check = commands.add_parser("check-config", help="validate a config file and print it")
-    check.add_argument("file")
+    check.add_argument("file", nargs="?", help=f"YAML config file (default: ${ENV_CONFIG})")
 
     store = commands.add_parser("store", help="maintain a store")
     store_commands = store.add_subparsers(dest="store_command", required=True)
@@ -280,11 +280,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "check-config":
-            # what `serve --config FILE` would run: the environment's store
-            # URL overrides the file's there, so it does here
-            config = with_overrides(
-                load_serve_config(args.file), store_url=os.environ.get(ENV_STORE)
-            )
+            # what `serve --config FILE` would run (the file named, else the
+            # one the environment names, as for `serve`): the environment's
+            # store URL overrides the file's there, so it does here
+            path = args.file or os.environ.get(ENV_CONFIG)
+            if not path:
+                raise ConfigError(f"check-config: name a config file, or set {ENV_CONFIG}")
+            config = with_overrides(load_serve_config(path), store_url=os.environ.get(ENV_STORE))
             from proxy.upstream import check_client
 
             # every check `serve` makes before it starts
@@ -292,7 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_store_of(config, args)
             check_client(config.server.upstream_client)
             print(json.dumps(describe(config), indent=2))
-            print(f"{args.file}: OK", file=sys.stderr)
+            print(f"{path}: OK", file=sys.stderr)
             return 0
         if args.command == "serve":
             serve(resolve_serve_config(args), args)
