@@ -40,7 +40,9 @@ the body arrives. Per connection, here:
 Every refusal closes the connection (`Connection: close`, then a short
 linger that drops what the client still sends) and comes in the
 door's error shape: Anthropic's on the Messages paths and to clients that
-send `anthropic-version`, OpenAI's elsewhere. One due while an earlier
+send `anthropic-version`, OpenAI's elsewhere, and gets the access line and
+request metrics of any request (`Trace`). So does a request that is not
+HTTP/1.1 (httptools refuses it: a 400, where uvicorn answers in text). One due while an earlier
 pipelined request is still being answered waits for that answer's end.
 The bounds are read from the config of the app uvicorn loaded, so each
 `--workers` process applies its own.
@@ -61,10 +63,11 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from proxy.app import ProxyApp
+from proxy.api.trace import REFUSED, Trace
+from proxy.app import ProxyApp, api_endpoint, door_path
 from proxy.config import Config, LimitsModel, ServerModel
 from proxy.doors.messages.shapes import anthropic_error, wants_anthropic
-from proxy.errors import HeadersTooLarge, PayloadTooLarge, ProxyError, RequestTimeout
+from proxy.errors import BadRequest, HeadersTooLarge, PayloadTooLarge, ProxyError, RequestTimeout
 from proxy.runtime import Runtime
 
 log = logging.getLogger("proxy")
@@ -123,6 +126,10 @@ def _length(value: bytes) -> int:
         return 0  # llhttp refuses such a value before this
 
 
+async def _nowhere(message: Any) -> None:
+    """The send of a refusal's trace: the answer went out already."""
+
+
 class _Stop(Exception):
     """Raised in a parser callback to stop parsing (the refusal is kept on
     the protocol: httptools wraps what a callback raises)."""
@@ -147,6 +154,7 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         self._stopped_by: ProxyError | None = None  # what a callback stopped parsing for
         self._refusal: ProxyError | None = None  # due once the answer in progress ends
         self._refused = False
+        self._app_traces = False  # the refused request's app writes its access line
 
     # -- connection ----------------------------------------------------------------
 
@@ -190,8 +198,15 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             if stopped_by is not None:
                 self._refuse(stopped_by)
                 return
-            self.logger.warning("Invalid HTTP request received.")
-            self.send_400_response("Invalid HTTP request received.")
+            # not HTTP/1.1 (a header value with CR, LF or NUL, a bad request
+            # line): refused in the door's shape, where uvicorn answers in text
+            self._refuse(
+                BadRequest(
+                    "The request is not valid HTTP/1.1 (a malformed request line or "
+                    "header, or a header value with a control character).",
+                    code="invalid_http_request",
+                )
+            )
             return
         if self._reading_head:
             if self._head_received > 2 * self.bounds.max_head_bytes:
@@ -292,8 +307,11 @@ class ProxyHttpProtocol(HttpToolsProtocol):
         if cycle.response_started:
             self.transport.close()  # an answer begun cannot become a 408
             return
-        # the app's `receive` now says the client left, and what it sends is dropped
+        # the app's `receive` now says the client left, and what it sends is
+        # dropped; its access line gives the status sent here
         cycle.disconnected = True
+        cycle.scope["state"][REFUSED] = 408
+        self._app_traces = True
         cycle.message_event.set()
         self._refuse(
             RequestTimeout(
@@ -382,11 +400,27 @@ class ProxyHttpProtocol(HttpToolsProtocol):
             self.loop.call_later(LINGER_SECONDS, self.transport.close)
         else:
             self.transport.close()
-        # the path without its query (which may carry a key), as far as it came
-        log.info(
-            "request refused by the connection's bounds",
-            extra={"status": error.status, "error": error.code, "path": path},
-        )
+        if not self._app_traces:
+            self._trace_refusal(path, headers, error)
+
+    def _trace_refusal(
+        self, path: str, headers: list[tuple[bytes, bytes]], error: ProxyError
+    ) -> None:
+        """The refused request's access line and metrics, as the app gives
+        every request it answers (its path without the query, which may
+        carry a key, as far as it came)."""
+        runtime = runtime_of(self.app)
+        if runtime is None:
+            return
+        method = "-"
+        with contextlib.suppress(Exception):  # the parser may have stopped before it
+            method = self.parser.get_method().decode("ascii", "replace")
+        scope = {"method": method, "path": path or "-", "headers": headers}
+        trace = Trace(_nowhere, runtime.metrics, api_endpoint(door_path(path)), scope)
+        trace.status = error.status
+        trace.fields["error"] = error.code
+        trace.fields["refused_by"] = "client_bounds"
+        trace.finish()
 
     def _cancel_timers(self) -> None:
         if self._head_timer is not None:

@@ -38,6 +38,9 @@ log = logging.getLogger("proxy.request")
 # The server writes its own Date and Server; an upstream's copies, passed on
 # with its other headers, would make two of each.
 SERVER_OWN = frozenset((b"date", b"server"))
+# the scope state's key for the status the connection answered a request with
+# itself, while the app ran it (a body that stopped arriving: 408)
+REFUSED = "proxy.refused_status"
 
 
 class Trace:
@@ -110,7 +113,7 @@ class Trace:
         m = self._metrics
         end = time.perf_counter()
         self._in_flight.dec()
-        status = self.status or 499
+        status = self.status or (self.scope.get("state") or {}).get(REFUSED) or 499
         route, endpoint = self.route, self.endpoint
         m.child(m.requests, route, endpoint, str(status)).inc()
         m.child(m.request_duration, route, endpoint).observe(end - self._start)
