@@ -170,7 +170,7 @@ async def test_a_streamed_response_in_pieces_that_split_events(
             "idle_timeout",
             504,
             "upstream_timeout",
-            "The upstream did not answer within the route's idle timeout.",
+            "The upstream did not answer within the route's idle timeout (timeouts.idle).",
         ),
         (
             "bad_response",

@@ -30,7 +30,7 @@ _ERROR_KIND = {
     "upstream_request_invalid": "connect",  # the request could not be written
 }
 
-IDLE_MESSAGE = "The upstream sent nothing within the idle timeout."
+IDLE_MESSAGE = "The upstream sent nothing within the route's idle timeout (timeouts.idle)."
 
 
 def upstream_status(status: int) -> str | None:

@@ -150,12 +150,13 @@ _BEFORE: dict[Cause, tuple[type[UpstreamError], str, str]] = {
     "connect_timeout": (
         UpstreamTimeout,
         "upstream_connect_timeout",
-        "The upstream did not accept a connection within the route's connect timeout.",
+        "The upstream did not accept a connection within the route's connect timeout "
+        "(timeouts.connect).",
     ),
     "idle_timeout": (
         UpstreamTimeout,
         "upstream_timeout",
-        "The upstream did not answer within the route's idle timeout.",
+        "The upstream did not answer within the route's idle timeout (timeouts.idle).",
     ),
     "bad_response": (
         UpstreamError,

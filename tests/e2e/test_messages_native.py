@@ -429,7 +429,10 @@ def test_an_idle_timeout_mid_stream_is_a_timeout_error(upstream: FakeUpstream) -
     name, error = parse_events(r.content)[-1]
     assert name == "error"
     assert error["error"]["type"] == "timeout_error"
-    assert error["error"]["message"] == "The upstream sent nothing within the idle timeout."
+    assert (
+        error["error"]["message"]
+        == "The upstream sent nothing within the route's idle timeout (timeouts.idle)."
+    )
 
 
 # -- an error as the stream's first event gets a real status --------------------------

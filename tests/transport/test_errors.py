@@ -168,7 +168,7 @@ def test_idle_timeout(client: str, warnings: pytest.LogCaptureFixture) -> None:
         code="upstream_timeout",
         address=f"127.0.0.1:{up.port}",
         cause="idle_timeout",
-        said="The upstream did not answer within the route's idle timeout.",
+        said="The upstream did not answer within the route's idle timeout (timeouts.idle).",
     )
 
 
@@ -184,7 +184,8 @@ def test_connect_timeout(client: str, warnings: pytest.LogCaptureFixture) -> Non
         code="upstream_connect_timeout",
         address=f"127.0.0.1:{port}",
         cause="connect_timeout",
-        said="The upstream did not accept a connection within the route's connect timeout.",
+        said="The upstream did not accept a connection within the route's connect timeout "
+        "(timeouts.connect).",
     )
 
 
