@@ -171,6 +171,8 @@ class ChoiceSeparator:
                 source = "thinking_blocks"
                 self._native()
                 segments.append((R, "\n\n" + text if separate else text))
+            else:  # redacted, or a signature alone
+                self.splitter.leave_implicit()
         found = native_text(obj) if source is None else None
         if found is not None:
             text, source = found
@@ -182,9 +184,12 @@ class ChoiceSeparator:
             signature = thinking_signature(thinking)
             if signature:
                 builder.signature(signature)
+                self.splitter.leave_implicit()
         details = obj.get("reasoning_details")
         if details and type(details) is list:
             builder.details(details)
+            # encrypted items are native reasoning too, though without text
+            self.splitter.leave_implicit()
         content = obj.get("content")
         if content and type(content) is str:
             self._tags(self.splitter.feed(content), segments)
