@@ -11,7 +11,10 @@ separator found in a delta or message, in order:
   closes before the answer text, a tool call or the end that follows it;
 - `reasoning_details`: OpenRouter's typed list, one `reasoning.text` item
   index per block; `thinking_blocks` become `reasoning.text` items with their
-  signature and `reasoning.encrypted` items (redacted blocks).
+  signature and `reasoning.encrypted` items (redacted blocks). One choice's
+  items never share an index unless they are pieces of one item: the
+  upstream's own items keep theirs, unless an item the writer numbered has
+  it already (then they move to a free one, all their pieces alike).
 
 Under every shape the other reasoning text fields are removed (nothing
 arrives twice); `reasoning_details` and `thinking_blocks` pass through
@@ -60,7 +63,7 @@ def unescape_inner_close(reasoning: str) -> str:
 class ShapeWriter:
     """Writes one choice's reasoning in a shape other than the default."""
 
-    __slots__ = ("gap", "held", "index", "open", "sealed", "shape", "used")
+    __slots__ = ("gap", "held", "index", "moved", "open", "sealed", "shape", "taken", "used")
 
     def __init__(self, shape: Output) -> None:
         self.shape = shape
@@ -73,6 +76,10 @@ class ShapeWriter:
         self.used = False
         self.gap = False
         self.sealed = False
+        # every index written in this choice, and where each upstream item's
+        # index went (its own, or a free one when the writer had used it)
+        self.taken: set[Any] = set()
+        self.moved: dict[tuple[str, Any], Any] = {}
 
     @property
     def pending(self) -> bool:
@@ -143,7 +150,11 @@ class ShapeWriter:
 
     def _details(self, obj: Json, reasoning: str, source: str | None) -> bool:
         upstream = obj.get("reasoning_details")
-        items: list[Any] = list(upstream) if type(upstream) is list else []
+        items: list[Any] = (
+            [self._renumbered(i, "reasoning_details") for i in upstream]
+            if type(upstream) is list
+            else []
+        )
         blocks = obj.get("thinking_blocks")
         converted = (
             [self._convert(b) for b in blocks if type(b) is dict] if type(blocks) is list else []
@@ -177,7 +188,7 @@ class ShapeWriter:
         item: Json = {
             "type": "reasoning.text",
             "text": block.get("thinking") or "",
-            "index": index_key(index) if index is not None else self._next(new),
+            "index": self._wire("thinking_blocks", index) if index is not None else self._next(new),
         }
         if block.get("signature"):
             item["signature"] = block["signature"]
@@ -187,11 +198,32 @@ class ShapeWriter:
         return item
 
     def _next(self, new: bool) -> int:
-        if new and self.used:
-            self.index += 1
+        if new or not self.used:
+            self.index = self._free()
+            self.taken.add(self.index)
         self.used = True
         self.gap = False
         return self.index
+
+    def _free(self) -> int:
+        """An index after every one written in this choice."""
+        return 1 + max((i for i in self.taken if type(i) is int), default=-1)
+
+    def _wire(self, kind: str, index: Any) -> Any:
+        """The index an upstream item (or a piece of one) of `kind` is written at."""
+        key = (kind, index_key(index))
+        wire = self.moved.get(key)
+        if wire is None:
+            wire = key[1] if key[1] not in self.taken else self._free()
+            self.moved[key] = wire
+            self.taken.add(wire)
+        return wire
+
+    def _renumbered(self, item: Any, kind: str) -> Any:
+        if type(item) is not dict or "index" not in item:
+            return item
+        wire = self._wire(kind, item["index"])
+        return item if wire == index_key(item["index"]) else {**item, "index": wire}
 
 
 def _drop(obj: Json, keys: tuple[str, ...]) -> bool:
