@@ -79,6 +79,18 @@ class ToolNames:
         client never offered comes back as it is)."""
         return self._client.get(chat_name) or ClientTool(chat_name)
 
+    def chosen(self, name: str) -> str:
+        """The chat name of the tool a `tool_choice` names (it has no
+        namespace): the one outside a namespace, else the first of that name
+        in one (the choice is checked against `offers` first)."""
+        found = self._chat.get((None, name))
+        if found is not None:
+            return found
+        for chat, tool in self._client.items():
+            if tool.name == name:
+                return chat
+        return name
+
     def offers(self, name: str) -> bool:
         """True when a function or custom tool of the request (in any
         namespace) is called `name`."""
@@ -250,7 +262,7 @@ def chat_tool_choice(
     if isinstance(choice, dict):
         kind = choice.get("type")
         if kind in ("function", "custom") and isinstance(choice.get("name"), str):
-            named = {"type": "function", "function": {"name": names.chat_name(choice["name"])}}
+            named = {"type": "function", "function": {"name": names.chosen(choice["name"])}}
             return tools, named
         if kind == "allowed_tools" and choice.get("mode") in _ALLOWED_MODES:
             kept = [t for t in tools if _allows(choice["tools"], names.client(_chat_name(t)))]
