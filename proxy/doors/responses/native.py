@@ -16,7 +16,9 @@ upstream that is itself a reasoning-proxy sealed it, and opens it.
 The answer (`NativeResponses`): models served raw put their reasoning in
 the answer text as `<think>...</think>`. Tagged reasoning in a message's
 output_text becomes a `reasoning` item of its own, before the message (its
-text streamed as summary deltas), and the message keeps the answer alone.
+text streamed as summary deltas), and the message keeps the answer alone,
+each output_text part its own (text held back as a possible tag start goes
+out as the part's last `output_text.delta` when the part ends).
 Everything else passes as the upstream sent it, with `output_index`
 shifted past the items the proxy added and `sequence_number` counted
 afresh. Reasoning the settings keep from the client (include-in-response
@@ -183,8 +185,14 @@ class _Message:
     item: Json
     splitter: TagSplitter
     held: list[Json]  # its added events, until its first answer text
-    visible: list[str]
+    # the answer text of each output_text part split so far, by content_index
+    visible: dict[int, list[str]]
     late: list[str]  # reasoning after the answer began
+    part: int = 0  # the content_index of the text being split
+    began: bool = False  # answer text went out
+
+    def text(self, part: int) -> str:
+        return "".join(self.visible.get(part, ()))
 
 
 @dataclass(slots=True)
@@ -311,7 +319,7 @@ class NativeResponses:
         if kind == "response.output_item.added" and item is not None:
             if item.get("type") == "message" and isinstance(item.get("id"), str):
                 splitter = TagSplitter(self.tags)
-                self._messages[item["id"]] = _Message(event, splitter, [event], [], [])
+                self._messages[item["id"]] = _Message(event, splitter, [event], {}, [])
                 return
         elif message is not None:
             self._in_message(message, kind, event, out)
@@ -352,18 +360,22 @@ class NativeResponses:
         elif kind == "response.output_text.done":
             self._text(m, None, event, out)
             self._release(m, out)
-            event["text"] = "".join(m.visible)
+            event["text"] = m.text(_content_index(event))
             self._emit(out, event)
         elif kind == "response.content_part.done":
             part = event.get("part")
-            if isinstance(part, dict) and part.get("type") == "output_text":
-                event["part"] = {**part, "text": "".join(m.visible)}
+            at = _content_index(event)
+            if isinstance(part, dict) and part.get("type") == "output_text" and at in m.visible:
+                m.part = at
+                self._text(m, None, event, out)  # (no output_text.done came: the part ends)
+                event["part"] = {**part, "text": m.text(at)}
             self._release(m, out)
             self._emit(out, event)
         elif kind == "response.output_item.done":
             self._text(m, None, event, out)
             self._release(m, out)
-            item = _with_text(event["item"], "".join(m.visible))
+            texts = {at: m.text(at) for at in m.visible}
+            item = _with_texts(event["item"], texts)
             event["item"] = self._keep(self._index(event), item)
             self._emit(out, event)
             del self._messages[str(item.get("id"))]
@@ -376,19 +388,24 @@ class NativeResponses:
             self._emit(out, event)
 
     def _text(self, m: _Message, text: str | None, event: Json, out: list[bytes]) -> None:
-        """Split a delta's text (None: the end of the message's text)."""
+        """Split a delta's text (None: the end of the message's text), each
+        output_text part's answer text kept apart."""
+        if str(event.get("type")).startswith("response.output_text."):
+            m.part = _content_index(event)
+            m.visible.setdefault(m.part, [])
         pieces = m.splitter.feed(text) if text is not None else m.splitter.flush()
         for piece in pieces:
             if type(piece) is Reasoning and piece.text:
-                if m.visible or not m.held:  # the message went out: no room before it
+                if m.began or not m.held:  # the message went out: no room before it
                     m.late.append(piece.text)
                 else:
                     self._reasoning(piece.text, event, out)
             elif type(piece) is Visible and piece.text:
                 self._close_split(out)
                 self._release(m, out)
-                m.visible.append(piece.text)
-                self._emit(out, {**event, "delta": piece.text})
+                m.began = True
+                m.visible.setdefault(m.part, []).append(piece.text)
+                self._emit(out, {**_text_delta(m, event), "delta": piece.text})
 
     def _reasoning(self, text: str, event: Json, out: list[bytes]) -> None:
         split = self._split
@@ -540,29 +557,34 @@ class NativeResponses:
                     self._ours.add(item_id)
                     self._keep(index, _reasoning_item(item_id, text))
                     index += 1
-                item = _with_text(item, visible)
+                item = _with_texts(item, visible)
             self._keep(index, item)
             index += 1
         self.state = DONE if response.get("status") != "failed" else FAILED
         return self._final(response)
 
-    def _split_message(self, item: Json) -> tuple[list[str], str]:
-        text = _message_text(item)
+    def _split_message(self, item: Json) -> tuple[list[str], dict[int, str]]:
+        """A message's reasoning blocks, and the answer text of each of its
+        output_text parts (by content index), each part split as a stream's
+        part is: one splitter, flushed at the part's end."""
         splitter = TagSplitter(self.tags)
         blocks: list[str] = []
-        visible: list[str] = []
+        visible: dict[int, str] = {}
         current: list[str] = []
-        for piece in [*splitter.feed(text), *splitter.flush()]:
-            if type(piece) is Reasoning:
-                current.append(piece.text)
-            elif type(piece) is Visible:
-                visible.append(piece.text)
-            elif current:
-                blocks.append("".join(current).strip())
-                current = []
+        for at, text in _output_texts(item):
+            shown: list[str] = []
+            for piece in [*splitter.feed(text), *splitter.flush()]:
+                if type(piece) is Reasoning:
+                    current.append(piece.text)
+                elif type(piece) is Visible:
+                    shown.append(piece.text)
+                elif current:
+                    blocks.append("".join(current).strip())
+                    current = []
+            visible[at] = "".join(shown)
         if current:
             blocks.append("".join(current).strip())
-        return [b for b in blocks if b], "".join(visible)
+        return [b for b in blocks if b], visible
 
     def _shown(self, item: Json) -> Json:
         """An upstream item as the client gets it (hidden reasoning: no text)."""
@@ -577,30 +599,53 @@ class NativeResponses:
         return turn_of(response, output, self.state, self._ours)
 
 
-def _message_text(item: Json) -> str:
+def _text_delta(m: _Message, event: Json) -> Json:
+    """The `output_text.delta` that carries answer text split from `event`:
+    the event itself, or (text held back as a possible tag start, let go
+    when the part or the message ends) a delta of the part being split."""
+    if event.get("type") == "response.output_text.delta":
+        return event
+    item = m.item.get("item")
+    return {
+        "type": "response.output_text.delta",
+        "item_id": item.get("id") if isinstance(item, dict) else event.get("item_id"),
+        "output_index": event.get("output_index"),
+        "content_index": m.part,
+        "logprobs": [],
+    }
+
+
+def _content_index(event: Json) -> int:
+    at = event.get("content_index")
+    return at if isinstance(at, int) and not isinstance(at, bool) else 0
+
+
+def _output_texts(item: Json) -> list[tuple[int, str]]:
+    """A message's output_text parts: (content index, text)."""
     content = item.get("content")
     if not isinstance(content, list):
-        return ""
-    return "".join(
-        str(p.get("text") or "")
-        for p in content
+        return []
+    return [
+        (at, str(p.get("text") or ""))
+        for at, p in enumerate(content)
         if isinstance(p, dict) and p.get("type") == "output_text"
-    )
+    ]
 
 
-def _with_text(item: Json, text: str) -> Json:
-    """A message item whose (first) output_text is `text`, the rest dropped."""
+def _message_text(item: Json) -> str:
+    return "".join(text for _, text in _output_texts(item))
+
+
+def _with_texts(item: Json, texts: dict[int, str]) -> Json:
+    """A message item whose output_text parts hold `texts` (by content
+    index; a part not in it keeps its own)."""
     content = item.get("content")
     if not isinstance(content, list):
         return item
     parts: list[Any] = []
-    placed = False
-    for part in content:
-        if isinstance(part, dict) and part.get("type") == "output_text":
-            if not placed:
-                parts.append({**part, "text": text})
-                placed = True
-            continue
+    for at, part in enumerate(content):
+        if isinstance(part, dict) and part.get("type") == "output_text" and at in texts:
+            part = {**part, "text": texts[at]}
         parts.append(part)
     return {**item, "content": parts}
 
