@@ -23,6 +23,13 @@ and only while a block before it is open. Blocks go out in the order they
 began. Argument pieces for a tool call that has closed are not sent (by the
 rules above: whitespace after a whole object, or what an upstream sends
 after its own `finish_reason`).
+
+A tool_use block's `input` is a JSON object, and clients parse the joined
+`input_json_delta` pieces as one. Arguments that do not begin with `{` (a
+model's array, `null`, or a JSON string holding the object) are sent as one
+piece when the block closes, as `tool_input` makes them an object (the
+same object a whole answer holds); until their first other character,
+leading whitespace waits.
 """
 
 from __future__ import annotations
@@ -46,6 +53,9 @@ _DELTAS = {
     TOOL: (b"input_json_delta", b"partial_json"),
 }
 HELD = -1  # a block's index before it starts
+# how a tool call's arguments go out: undecided (whitespace so far), live
+# (an object: each piece as it comes), whole (anything else: once, at close)
+UNDECIDED, LIVE, WHOLE = 0, 1, 2
 
 
 def event(name: str, data: Json) -> bytes:
@@ -102,7 +112,7 @@ class Block:
     """One content block: its kind, the `content_block` of its start, the
     pieces of its text (or arguments) so far, where it stands."""
 
-    __slots__ = ("closed", "head", "index", "kind", "parts", "thinking")
+    __slots__ = ("arguments", "closed", "head", "index", "kind", "parts", "thinking")
 
     def __init__(self, kind: str, head: Json, thinking: Thinking | None = None) -> None:
         self.kind = kind
@@ -111,6 +121,27 @@ class Block:
         self.parts: list[str] = thinking.text if thinking is not None else []
         self.index = HELD
         self.closed = False
+        self.arguments = UNDECIDED if kind == TOOL else LIVE
+
+
+def tool_input(arguments: str) -> Json:
+    """A tool call's arguments as a tool_use `input`, which must be an object:
+    an object as it is (or written as a JSON string, as some servers send
+    it), nothing as `{}`, another JSON value as `{"value": ...}`, text that
+    is not JSON as `{"arguments": ...}`."""
+    if not arguments.strip():
+        return {}
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return {"arguments": arguments}
+    if isinstance(parsed, str) and parsed.lstrip().startswith("{"):
+        try:
+            inner = orjson.loads(parsed)
+        except orjson.JSONDecodeError:
+            inner = None
+        parsed = inner if isinstance(inner, dict) else parsed
+    return parsed if isinstance(parsed, dict) else {"value": parsed}
 
 
 def _ready(block: Block) -> bool:
@@ -200,6 +231,14 @@ class BlockOrder:
     def _delta(self, block: Block, text: str, out: list[bytes]) -> None:
         if block.kind == THINKING and not self.show_thinking:
             return
+        if block.arguments == UNDECIDED:
+            text = "".join(block.parts)  # nothing of it went out yet
+            head = text.lstrip()[:1]
+            if not head:
+                return
+            block.arguments = LIVE if head == "{" else WHOLE
+        if block.arguments == WHOLE:
+            return  # sent whole, as an object, when the block closes
         kind, key = _DELTAS[block.kind]
         out.append(delta_event(block.index, kind, key, text))
 
@@ -211,6 +250,9 @@ class BlockOrder:
             thinking = block.thinking
             signature = self.seal("".join(thinking.text), thinking.artefacts())
             out.append(delta_event(block.index, b"signature_delta", b"signature", signature))
+        if block.arguments == WHOLE:
+            whole = orjson.dumps(tool_input("".join(block.parts))).decode()
+            out.append(delta_event(block.index, b"input_json_delta", b"partial_json", whole))
         out.append(_stop_event(block.index))
         block.closed = True
         self.live = None

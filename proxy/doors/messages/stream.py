@@ -44,6 +44,7 @@ from proxy.doors.messages.blocks import (
     Seal,
     Thinking,
     event,
+    tool_input,
 )
 from proxy.doors.messages.shapes import error_body, error_from_openai, matched_stop, stop_reason
 from proxy.reasoning.calls import CallSlots, arguments_text
@@ -240,19 +241,15 @@ class MessagesEncoder:
         for call in calls:
             function = call.get("function")
             function = function if isinstance(function, dict) else {}
-            arguments = arguments_text(function.get("arguments")) or "{}"
+            arguments = arguments_text(function.get("arguments")) or ""
             chars += len(arguments)
-            try:
-                parsed = orjson.loads(arguments)
-            except orjson.JSONDecodeError:
-                parsed = {"arguments": arguments}  # what a tool_use must hold: an object
             name = function.get("name")
             content.append(
                 {
                     "type": "tool_use",
                     "id": call.get("id") or _tool_id(),
                     "name": name if isinstance(name, str) else "",
-                    "input": parsed if isinstance(parsed, dict) else {"value": parsed},
+                    "input": tool_input(arguments),  # what a tool_use must hold: an object
                 }
             )
         tool_use = any(b["type"] == "tool_use" for b in content)
