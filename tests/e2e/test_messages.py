@@ -444,7 +444,7 @@ def test_headers_the_client_sets_win_over_the_body(upstream: FakeUpstream) -> No
             },
             "tool_use_id",
         ),
-        ({"max_tokens": 0, "messages": [{"role": "user", "content": "x"}]}, "max_tokens"),
+        ({"max_tokens": -1, "messages": [{"role": "user", "content": "x"}]}, "max_tokens"),
     ],
 )
 def test_bad_input_is_a_400_in_anthropics_shape_and_nothing_goes_upstream(

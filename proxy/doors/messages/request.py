@@ -5,7 +5,8 @@ message; text, image, tool_use and tool_result blocks become chat content
 parts, `tool_calls` and `tool` messages (a tool_result's images, which a
 tool message cannot hold, go in the user message after it; one with
 `is_error` says so first, `Error: ...`, as chat has no such flag); a plain-text
-document becomes a text part; custom tools become function tools;
+document and a search result (in a message or a tool_result) become text;
+custom tools become function tools;
 `tool_choice`, `max_tokens`, `stop_sequences`, `temperature`, `top_p`,
 `top_k` and `stream` have their chat counterparts; a `system` message
 mid-conversation stays a system message where it stands.
@@ -167,6 +168,8 @@ class _Translator:
                 text = self.document(block, at)
                 if text is not None:
                     parts.append({"type": "text", "text": text})
+            elif kind == "search_result":
+                parts.append({"type": "text", "text": self.search_result(block, at)})
             elif kind == "tool_result":
                 tools.append(self.tool_result(block, at, parts))
             elif kind == "tool_use":
@@ -229,8 +232,28 @@ class _Translator:
         else:
             self.drop(f"content.document.{kind}")
             return None
-        title = block.get("title")
-        return f"{title}\n\n{text}" if isinstance(title, str) and title else text
+        heads = [block.get(key) for key in ("title", "context")]
+        return "\n\n".join([*(h for h in heads if isinstance(h, str) and h), text])
+
+    def search_result(self, block: Json, at: str) -> str:
+        """A search result (a RAG tool's answer, or the user's) as the text a
+        Chat model reads: its title, its source, then its text blocks."""
+        pieces = []
+        for key in ("title", "source"):
+            value = block.get(key)
+            if not isinstance(value, str):
+                raise bad(f"{at}.{key}", "must be a string")
+            if value:
+                pieces.append(value)
+        content = block.get("content")
+        if not isinstance(content, list):
+            raise bad(f"{at}.content", "must be an array of text blocks")
+        for inner_at, kind, inner in self._blocks(content, f"{at}.content"):
+            if kind == "text":
+                pieces.append(_text(inner, inner_at))
+            else:
+                self.drop(f"content.search_result.content.{kind}")
+        return "\n\n".join(pieces)
 
     def tool_result(self, block: Json, at: str, images: list[Json]) -> Json:
         """The tool message of a tool_result. Its images cannot go in a tool
@@ -257,6 +280,12 @@ class _Translator:
                     image = self.image(inner, inner_at)
                     if image is not None:
                         images.append(image)
+                elif kind == "document":
+                    document = self.document(inner, inner_at)
+                    if document is not None:
+                        pieces.append(document)
+                elif kind == "search_result":
+                    pieces.append(self.search_result(inner, inner_at))
                 else:
                     self.drop(f"tool_result.content.{kind}")
             text = "\n\n".join(pieces)
@@ -491,8 +520,10 @@ def translate(body: Json, open_signature: Opener, *, counting: bool = False) -> 
     payload["messages"] = messages
     max_tokens = body.get("max_tokens")
     if not counting or max_tokens is not None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise bad("max_tokens", "must be a positive integer")
+        # 0 is Anthropic's prompt-cache warm-up (no answer): it goes as it is,
+        # for the upstream to take (a Messages one) or refuse
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+            raise bad("max_tokens", "must be a non-negative integer")
         payload["max_tokens"] = max_tokens
     tools: list[Json] = []
     if body.get("tools") is not None:
