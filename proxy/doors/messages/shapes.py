@@ -3,9 +3,9 @@
 An Anthropic error body is `{"type": "error", "error": {"type": ..., "message":
 ...}}`; its `type` follows the HTTP status (invalid_request_error for 400,
 authentication_error 401, permission_error 403, not_found_error 404,
-request_too_large 413, rate_limit_error 429, api_error 500 and 502,
-overloaded_error 503 and 529, timeout_error 504). In a stream the same object
-is the data of an `event: error`.
+conflict_error 409, request_too_large 413, rate_limit_error 429, api_error
+500 and 502, overloaded_error 503 and 529, timeout_error 504). In a stream
+the same object is the data of an `event: error`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ ERROR_TYPES = {
     403: "permission_error",
     404: "not_found_error",
     405: "invalid_request_error",
+    409: "conflict_error",
     413: "request_too_large",
     429: "rate_limit_error",
     500: "api_error",
@@ -41,6 +42,7 @@ _TYPE_OF_TYPE = {
     "authentication_error": "authentication_error",
     "permission_error": "permission_error",
     "not_found_error": "not_found_error",
+    "conflict_error": "conflict_error",
     "rate_limit_error": "rate_limit_error",
     "insufficient_quota": "rate_limit_error",
     "overloaded_error": "overloaded_error",
