@@ -86,6 +86,8 @@ API_ENDPOINTS = (
     ("/readyz", "readyz"),
     ("/metrics", "metrics"),
 )
+# a 405 says which methods the path takes (RFC 9110: Allow)
+ONLY_POST = {"Allow": "POST"}
 ENV_OVERRIDES = "_REASONING_PROXY_OVERRIDES"  # server options, from `serve` to its workers
 # the tenant secret `serve` drew when none is configured, for its workers
 ENV_WORKER_SECRET = "_REASONING_PROXY_WORKER_SECRET"
@@ -162,24 +164,36 @@ class ProxyApp:
         door = door_path(path)
         if door == CHAT_PATH:
             if scope["method"] != "POST":
-                await self._refuse(scope, send, MethodNotAllowed("Use POST for chat completions."))
+                await self._refuse(
+                    scope,
+                    send,
+                    MethodNotAllowed("Use POST for chat completions.", headers=ONLY_POST),
+                )
                 return
             endpoint = self.chat
         elif door in (MESSAGES_PATH, COUNT_TOKENS_PATH):
             if scope["method"] != "POST":
-                await self._refuse(scope, send, MethodNotAllowed("Use POST for messages."))
+                await self._refuse(
+                    scope, send, MethodNotAllowed("Use POST for messages.", headers=ONLY_POST)
+                )
                 return
             endpoint = self.messages if door == MESSAGES_PATH else self.count_tokens
         elif door in (INPUT_TOKENS_PATH, COMPACT_PATH):
             # routed by the body's model: passed to a Responses upstream (the
             # proxy's own reasoning items left out), answered here for a chat one
             if scope["method"] != "POST":
-                await self._refuse(scope, send, MethodNotAllowed("Use POST for this endpoint."))
+                await self._refuse(
+                    scope, send, MethodNotAllowed("Use POST for this endpoint.", headers=ONLY_POST)
+                )
                 return
             endpoint = self.input_tokens if door == INPUT_TOKENS_PATH else self.compact
         elif door == RESPONSES_PATH:
             if scope["method"] != "POST":
-                await self._refuse(scope, send, MethodNotAllowed("Use POST to create a response."))
+                await self._refuse(
+                    scope,
+                    send,
+                    MethodNotAllowed("Use POST to create a response.", headers=ONLY_POST),
+                )
                 return
             endpoint = self.responses
         elif (
@@ -418,7 +432,12 @@ def create_app(
         if exc.status_code == 404:
             return _error_response(NotFound("No such endpoint."))
         if exc.status_code == 405:
-            return _error_response(MethodNotAllowed("That method is not allowed here."))
+            allow = (
+                {"Allow": exc.headers["Allow"]} if exc.headers and "Allow" in exc.headers else None
+            )
+            return _error_response(
+                MethodNotAllowed("That method is not allowed here.", headers=allow)
+            )
         return _error_response(BadRequest(str(exc.detail)))
 
     @api.exception_handler(RequestValidationError)

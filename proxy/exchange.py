@@ -306,7 +306,9 @@ def client_authorization(headers: Sequence[tuple[str, str]], required: bool) -> 
         key = next((v for k, v in headers if k == "x-api-key"), None)
         authorization = f"Bearer {key}" if key else authorization
     if required and credential(authorization) is None:
-        raise Unauthorized("This proxy requires an API key (Authorization: Bearer ...).")
+        raise Unauthorized(
+            "This proxy requires an API key (Authorization: Bearer ..., or x-api-key)."
+        )
     return authorization
 
 

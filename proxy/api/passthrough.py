@@ -72,7 +72,9 @@ class PassthroughEndpoint(TracedEndpoint):
         refuse = send_anthropic_error if anthropic_client(scope) else send_error
         try:
             if scope["method"] not in PASSED_METHODS:
-                raise MethodNotAllowed("That method is not passed upstream.")
+                raise MethodNotAllowed(
+                    "That method is not passed upstream.", headers={"Allow": PASSED_ALLOW}
+                )
             suffix = upstream_suffix(scope)
             headers = request_headers(scope, config.limits.max_header_bytes)
             authorization = self.planner.authorize(headers)
@@ -237,7 +239,9 @@ def without_query_credentials(suffix: str) -> str:
 
 # what an API's client sends (not TRACE, which echoes the request, nor
 # CONNECT, which asks for a tunnel and has no path)
-PASSED_METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"))
+_PASSED = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+PASSED_METHODS = frozenset(_PASSED)
+PASSED_ALLOW = ", ".join(_PASSED)  # a 405's Allow
 
 
 def _in_query(token: str, suffix: str) -> bool:
