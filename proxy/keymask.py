@@ -35,18 +35,31 @@ _MASK_BYTES = MASK.encode()
 MIN_KEY_CHARS = 8  # shorter "keys" would mask ordinary text
 
 
-# route headers whose values are credentials (x-api-key, api-key, authorization, ...)
-_CREDENTIAL_HEADER = re.compile(r"(?i)(authorization|key|token|secret|password)")
+# route headers whose values are credentials (x-api-key, api-key, authorization,
+# cookie, ...)
+_CREDENTIAL_HEADER = re.compile(r"(?i)(authorization|key|token|secret|password|cookie)")
 
 
-def credential_values(api_keys: Iterable[str], headers: Iterable[tuple[str, str]]) -> list[str]:
-    """The values to mask: route keys, and the credential-like headers a route adds
-    (an `Authorization: Bearer x` header counts as `x`)."""
+def credential_values(
+    api_keys: Iterable[str],
+    headers: Iterable[tuple[str, str]],
+    proxies: Iterable[str | None] = (),
+) -> list[str]:
+    """The values to mask: route keys, the credential-like headers a route adds
+    (an `Authorization: Bearer x` header counts as `x`; a `Cookie` header as
+    itself and each of its cookies' values, which an upstream may quote alone),
+    and the `Proxy-Authorization` values of routes' egress proxies."""
     values = list(api_keys)
-    for name, value in headers:
-        if _CREDENTIAL_HEADER.search(name):
-            scheme, _, rest = value.partition(" ")
-            values.append(rest.strip() if rest and scheme.lower() in ("bearer", "basic") else value)
+    proxied = [("proxy-authorization", p) for p in proxies if p is not None]
+    for name, value in [*headers, *proxied]:
+        if not _CREDENTIAL_HEADER.search(name):
+            continue
+        if "cookie" in name.lower():
+            values.append(value)
+            values.extend(c.partition("=")[2].strip() for c in value.split(";"))
+            continue
+        scheme, _, rest = value.partition(" ")
+        values.append(rest.strip() if rest and scheme.lower() in ("bearer", "basic") else value)
     return values
 
 

@@ -131,11 +131,14 @@ class Runtime:
             )
         self.upstream = Upstream(transport, queue_timeout=config.server.upstream_queue_timeout)
         self.tokens = tokens or TokenCounter()
-        # route keys quoted back by an upstream are masked before clients see them
+        # route keys quoted back by an upstream are masked before clients see
+        # them; so are the credentials of a route's egress proxy (an http
+        # upstream's requests carry them to the proxy, which may quote them)
         self.key_mask = KeyMask.of(
             credential_values(
                 (r.api_key.get() for r in config.routes if r.api_key is not None),
                 (h for r in config.routes for h in r.headers),
+                (r.upstream_proxy.authorization for r in config.routes if r.upstream_proxy),
             )
         )
         if config.secret is not None:
