@@ -53,13 +53,16 @@ def stored_id_of(route: Route, suffix: str) -> str | None:
     `/chat/completions/{id}` and its `/messages` on a Chat one), read as an
     upstream would: escapes decoded and empty segments dropped
     (`/responses//{id}` is the same response to a server that merges
-    slashes)."""
+    slashes), its endpoint's names in any case (`/Chat/Completions/{id}`
+    is the same completion to a server that routes without case, as
+    ASP.NET-based ones such as Azure's do)."""
     segments = path_segments(suffix)
+    names = [s.lower() for s in segments[:2]]
     if route.api == "chat":
-        if len(segments) >= 3 and segments[0] == "chat" and segments[1] == "completions":
+        if len(segments) >= 3 and names == ["chat", "completions"]:
             return segments[2]
         return None
-    if len(segments) < 2 or segments[0] != "responses" or segments[1] in _COLLECTION:
+    if len(segments) < 2 or names[0] != "responses" or names[1] in _COLLECTION:
         return None
     return segments[1]
 
