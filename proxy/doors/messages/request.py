@@ -496,10 +496,28 @@ def _settings(body: Json, t: _Translator, translation: Translation) -> list[tupl
             if effort not in _EFFORTS:
                 raise bad("output_config.effort", "must be one of: " + ", ".join(_EFFORTS))
             pairs.append(("x-reasoning-effort", effort_setting(effort)))
+        fmt = config.get("format")
+        if fmt is not None:
+            translation.payload["response_format"] = response_format(fmt)
         for key in config:
-            if key != "effort":
+            if key not in ("effort", "format"):
                 t.drop(f"output_config.{key}")
     return pairs
+
+
+def response_format(fmt: Any) -> Json:
+    """`output_config.format` (structured outputs: `{"type": "json_schema",
+    "schema": {...}}`) as chat's `response_format`. Anthropic constrains the
+    answer to the schema; chat's `strict` is left to the upstream's default,
+    as not every schema Anthropic takes is one OpenAI's strict mode takes."""
+    if not isinstance(fmt, dict):
+        raise bad("output_config.format", "must be an object")
+    if fmt.get("type") != "json_schema":
+        raise bad("output_config.format.type", "must be 'json_schema'")
+    schema = fmt.get("schema")
+    if not isinstance(schema, dict):
+        raise bad("output_config.format.schema", "must be an object")
+    return {"type": "json_schema", "json_schema": {"name": "response", "schema": schema}}
 
 
 def translate(body: Json, open_signature: Opener, *, counting: bool = False) -> Translation:
