@@ -288,12 +288,23 @@ def test_display_omitted_hides_the_thinking_text() -> None:
     assert not run(thinking={"type": "adaptive", "display": "omitted"}).show_thinking
 
 
-def test_output_config_effort_maps_and_the_rest_is_dropped() -> None:
-    t = run(output_config={"effort": "max", "format": {"type": "json_schema"}})
+def test_output_config_effort_and_format_map_and_the_rest_is_dropped() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    t = run(
+        output_config={
+            "effort": "max",
+            "format": {"type": "json_schema", "schema": schema},
+            "verbosity": "low",
+        }
+    )
     assert t.settings == [("x-reasoning-effort", effort_setting("max"))]
     assert effort_setting("max") in ("xhigh", "high")
     assert effort_setting("low") == "low"
-    assert t.dropped_fields == ["output_config.format"]
+    assert t.payload["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "response", "schema": schema},
+    }
+    assert t.dropped_fields == ["output_config.verbosity"]
 
 
 def test_what_claude_code_sends_is_tolerated_and_named() -> None:
