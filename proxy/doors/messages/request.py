@@ -575,8 +575,8 @@ def translate(body: Json, open_signature: Opener, *, counting: bool = False) -> 
         payload["stream"] = True
         payload["stream_options"] = {"include_usage": True}
     translation.settings = _settings(body, t, translation)
-    for key in body:
-        if key not in _READ:
+    for key, value in body.items():
+        if key not in _READ and value is not None:  # a null drops nothing
             t.drop(key)
     translation.dropped_fields = t.dropped
     translation.dropped_tools = t.dropped_tools

@@ -165,7 +165,7 @@ def translate(body: Json, prior: list[Json], open_envelope: Opener) -> Translati
     own = input_items(body)
     tools = translate_tools(body.get("tools"))
     check_tool_choice(body.get("tool_choice"), tools.names)
-    dropped = [k for k in body if k not in MAPPED]
+    dropped = [k for k, v in body.items() if k not in MAPPED and v is not None]
     writer = _Messages(tools.names, open_envelope, dropped)
     instructions = body.get("instructions")
     if instructions:
