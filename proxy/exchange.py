@@ -38,6 +38,7 @@ from proxy.errors import (
     require_type,
 )
 from proxy.history.context import EgressPlan
+from proxy.history.explain import turn_input
 from proxy.history.keys import ConversationKey, credential
 from proxy.live import TurnWatcher
 from proxy.reasoning.blocks import Turn
@@ -86,6 +87,10 @@ class Exchange:
     watcher: TurnWatcher | None = None  # set while someone watches the live feed
     # the dialect this request got (route, host or model name; see dialect_for)
     dialect: Dialect = DIALECTS[DEFAULT_DIALECT]
+    # what the request added after its latest assistant message, kept with
+    # the turn (ui.show_prompts): read from the chat messages it was planned
+    # from, since a native route's door then sends its own body upstream
+    request_input: list[dict[str, Any]] | None = None
 
     # written out, as proxy/reasoning/blocks.py says why
     def __init__(
@@ -102,6 +107,7 @@ class Exchange:
         stored: bool = False,
         watcher: TurnWatcher | None = None,
         dialect: Dialect = DIALECTS[DEFAULT_DIALECT],
+        request_input: list[dict[str, Any]] | None = None,
     ) -> None:
         self.route = route
         self.settings = settings
@@ -115,6 +121,7 @@ class Exchange:
         self.stored = stored
         self.watcher = watcher
         self.dialect = dialect
+        self.request_input = request_input
 
     @property
     def context(self) -> dict[str, int]:
@@ -231,6 +238,9 @@ class Planner:
             ),
             extra_headers=extra,
             dialect=dialect,
+            request_input=turn_input(messages)
+            if rt.config.ui.show_prompts and not counting
+            else None,
         )
 
     def _decide(

@@ -132,6 +132,8 @@ def conversations_router(rt: Runtime) -> APIRouter:
         key, _ = await load(request, conversation_id)
         with rt.health.errors("delete"):
             await rt.store.delete(key)
+        # open inspectors drop it at once (ui/events)
+        rt.live.publish(key.tenant, {"type": "deleted", "conversation": key.conversation})
         return Response(status_code=204)
 
     return router

@@ -38,7 +38,6 @@ from proxy.api.trace import Trace, TracedEndpoint
 from proxy.config import CREDENTIAL_HEADERS
 from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError, upstream_error_body
 from proxy.exchange import Exchange, Planner
-from proxy.history.explain import turn_input
 from proxy.keymask import KeyMask, credential_values
 from proxy.live import TurnWatcher
 from proxy.observability import truncate
@@ -371,8 +370,8 @@ class Door(TracedEndpoint):
         if mask is not None:  # a route key the upstream quoted is never stored
             turn = map_texts(turn, mask.text)
         extra = {**turn.extra, "context": ex.context, "egress": ex.plan.notes}
-        if self.rt.config.ui.show_prompts:
-            extra["input"] = turn_input(ex.payload.get("messages") or [])
+        if ex.request_input is not None:  # ui.show_prompts
+            extra["input"] = ex.request_input
         stored = await self.rt.history.remember(ex.key, turn, ex.route, extra=extra)
         ex.turn = stored
         if kept_upstream(ex.route, ex.payload):

@@ -3,7 +3,7 @@
 // Data comes from three places, all with the caller's Authorization header:
 //   GET v1/conversations        the conversation list (sidebar)
 //   GET v1/conversations/{id}   stored turns of the selected conversation
-//   GET ui/events               the live feed: turn_start, delta, turn_end
+//   GET ui/events               the live feed: turn_start, delta, turn_end, deleted
 // The live feed is read with fetch() and a stream reader, because
 // EventSource cannot send headers. A live turn is drawn from its deltas;
 // when it ends, the conversation is fetched again and the stored turn
@@ -644,12 +644,19 @@
       return;
     }
     resetDelete();
+    const focused = document.activeElement === button;
     const query = state.scope === 'all' ? `?tenant=${encodeURIComponent(entry.tenant ?? '')}` : '';
-    const response = await fetch(`v1/conversations/${encodeURIComponent(entry.id)}${query}`, {
-      method: 'DELETE',
-      headers: authHeaders(),
-      cache: 'no-store',
-    });
+    let response;
+    try {
+      response = await fetch(`v1/conversations/${encodeURIComponent(entry.id)}${query}`, {
+        method: 'DELETE',
+        headers: authHeaders(),
+        cache: 'no-store',
+      });
+    } catch {
+      showError('The proxy could not be reached; nothing was deleted.');
+      return;
+    }
     if (!response.ok && response.status !== 404) {
       showError((await errorOf(response)).message);
       return;
@@ -663,6 +670,39 @@
     renderList();
     renderConversation();
     await loadConversations();
+    // the button went with the conversation: a keyboard user goes on from the list
+    if (focused && !button.contains(document.activeElement)) {
+      ($('conversations').querySelector('[aria-current="true"]') || $('search')).focus();
+    }
+  }
+
+  function forgetConversation(ref, why) {
+    // deleted (on this page, on another, or through the API) or no longer
+    // stored: off the list, and off the screen with a word on why; a stream
+    // of it still running keeps it listed, since its turn is stored anew
+    const entry = state.conversations.get(ref);
+    if (!entry) return;
+    for (const [id, turn] of state.live) {
+      if (turn.conversation === entry.id && turn.done) {
+        state.live.delete(id);
+        turn.el.remove();
+      }
+    }
+    const shown = state.selected === ref;
+    if (isStreaming(entry.id)) {
+      entry.turns = 0;
+      entry.context = null;
+    } else {
+      state.conversations.delete(ref);
+      if (shown) state.selected = null;
+    }
+    if (shown) {
+      state.stored = null;
+      $('gone').textContent = why;
+      $('gone').hidden = false;
+    }
+    renderList();
+    renderConversation();
   }
 
   async function loadConversations() {
@@ -709,6 +749,7 @@
 
   async function select(ref) {
     state.selected = ref;
+    $('gone').hidden = true;
     state.stored = null;
     renderList();
     renderConversation();
@@ -722,16 +763,22 @@
     const load = ++state.loadSeq;
     const seenEvents = state.eventSeq;
     let data = null;
+    let gone = false;
     // nothing is stored before a conversation's first turn ends; don't ask
     if (entry.turns > 0 && (state.scope !== 'all' || entry.tenant)) {
       const query = state.scope === 'all' ? `?tenant=${encodeURIComponent(entry.tenant)}` : '';
       try {
         data = await api(`v1/conversations/${encodeURIComponent(entry.id)}${query}`);
       } catch (error) {
-        if (error.status !== 404 && generation === state.generation) showError(error.message);
+        if (error.status === 404) gone = true;
+        else if (generation === state.generation) showError(error.message);
       }
     }
     if (generation !== state.generation || load !== state.loadSeq || state.selected !== entry.ref) return;
+    if (gone) {
+      forgetConversation(entry.ref, `Conversation ${entry.id} is no longer stored: it was deleted.`);
+      return;
+    }
     if (data) {
       state.stored = data;
       if (data.tokens) entry.context = data.tokens;
@@ -813,6 +860,13 @@
     }
     if (event.type === 'dropped') {
       await refresh();
+      return;
+    }
+    if (event.type === 'deleted') {
+      if (typeof event.conversation === 'string') {
+        const ref = refOf(event.conversation, event.tenant ?? null);
+        forgetConversation(ref, `Conversation ${event.conversation} was deleted.`);
+      }
       return;
     }
     if (!event.turnId || !event.conversation) return;
@@ -925,6 +979,7 @@
     state.live = new Map();
     state.retry = 0;
     showError('');
+    $('gone').hidden = true;
     setStatus('connecting', 'connecting…');
     $('scope').textContent = tenantScope();
     renderList();
@@ -962,6 +1017,11 @@
     $('search').addEventListener('input', renderList);
     $('model-filter').addEventListener('change', renderList);
     $('delete').addEventListener('click', deleteSelected);
+    // an armed Delete stands down when the reader moves on (or presses Escape)
+    $('delete').addEventListener('blur', resetDelete);
+    $('delete').addEventListener('keydown', (event) => {
+      if (event.key === 'Escape') resetDelete();
+    });
     $('conversations').addEventListener('click', (event) => {
       const item = event.target.closest('[data-ref]');
       if (item) select(item.dataset.ref);
