@@ -32,6 +32,9 @@ log = logging.getLogger("proxy")
 CUT_SECONDS = STORE_TIMEOUT + 1.0
 DRAIN_POLL = 0.1  # seconds between two looks for a second Ctrl-C while draining
 REMEMBERED_KEY = 512  # characters: longer keys get their tenant computed every time
+# seconds between two write checks of a store found down, so that /readyz and
+# reasoning_proxy_store_up (of every worker) say it is back without traffic
+STORE_RECHECK = 2.0
 
 RANDOM_SECRET_WARNING = (
     "REASONING_PROXY_SECRET is not set and the store did not give its tenant secret. Until "
@@ -154,6 +157,7 @@ class Runtime:
         # the store keeps a secret other than this process's (see SECRET_CONFLICT_ERROR)
         self.secret_conflict = False
         self._secret_task: asyncio.Task[None] | None = None
+        self._store_task: asyncio.Task[None] | None = None
         self._live_started = False
         # reasoning that leaves inside client-held artefacts, sealed under the secret
         random_secret = config.secret is None or secret_drawn
@@ -209,10 +213,34 @@ class Runtime:
             log.warning(RANDOM_SECRET_WARNING)
         if self._secret_kept:
             self._secret_task = asyncio.create_task(self._keep_secret())
+        self._store_task = asyncio.create_task(self._recheck_store())
         await self.live.start()
         self._live_started = True
         # load the tokenizer now, off the event loop, not on the first request
         await asyncio.get_running_loop().run_in_executor(None, self.tokens.load)
+
+    async def check_store(self) -> bool:
+        """Whether the store takes writes now (its ping, a write check),
+        counted as any store call (op `ping`): a failure marks the store down
+        as a failed append does, and a success marks it up again, so
+        `reasoning_proxy_store_up` agrees with /readyz."""
+        try:
+            await asyncio.wait_for(self.store.ping(), STORE_TIMEOUT)
+        except (TimeoutError, StoreFailure) as exc:
+            self.health.failed("ping", exc)
+            return False
+        self.health.counted("ping")
+        self.health.succeeded()
+        return True
+
+    async def _recheck_store(self) -> None:
+        """While the store is down, check it every STORE_RECHECK seconds:
+        without it, only a request's write would find it back, and a process
+        that serves none (an idle worker) would report it down for good."""
+        while True:
+            await asyncio.sleep(STORE_RECHECK)
+            if not self.health.ok:
+                await self.check_store()
 
     async def _secret_from_store(self) -> bool:
         """Use the tenant secret the store keeps (the one this process drew,
@@ -226,11 +254,11 @@ class Runtime:
         self._secret_unknown = False
         self._secret = kept
         self.sealer = Sealer(kept)
+        self._tenant.cache_clear()  # before the old feed's viewers connect again
         previous, self.live = self.live, live_feed(self.store, kept)
         if self._live_started:  # the feed's channel is named after the secret
             await self.live.start()
-            await previous.close()
-        self._tenant.cache_clear()
+            await previous.close()  # its viewers connect again, to this one
         log.warning(KEPT_SECRET_NOTE, self.store.name)
         return True
 
@@ -263,10 +291,11 @@ class Runtime:
             log.error(SECRET_CONFLICT_ERROR, self.store.name)
 
     async def close(self) -> None:
-        task, self._secret_task = self._secret_task, None
-        if task is not None:
+        tasks = [t for t in (self._secret_task, self._store_task) if t is not None]
+        self._secret_task = self._store_task = None
+        for task in tasks:
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self.live.close()
         await self.upstream.close()
         try:

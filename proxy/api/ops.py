@@ -40,10 +40,7 @@ def ops_router(rt: Runtime) -> APIRouter:
                 status_code=503,
                 headers={"Retry-After": "1"},
             )
-        try:
-            ok = await asyncio.wait_for(rt.store.ping(), STORE_TIMEOUT)
-        except (TimeoutError, StoreFailure):
-            ok = False
+        ok = await rt.check_store()
         body = {
             "status": "ready" if ok and not rt.secret_pending else "degraded",
             "store": "ok" if ok else "down",
