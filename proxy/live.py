@@ -23,12 +23,15 @@ QUEUE_SIZE = 2048
 
 
 class Subscription:
-    __slots__ = ("dropped", "queue", "tenant")
+    __slots__ = ("dropped", "ended", "queue", "tenant")
 
     def __init__(self, tenant: str | None) -> None:
         self.tenant = tenant  # None: every tenant
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE_SIZE)
         self.dropped = 0
+        # set when the feed closes: its viewer's stream ends, and the page
+        # connects again, to the feed that replaced this one
+        self.ended = asyncio.Event()
 
 
 class LiveFeed:
@@ -44,7 +47,16 @@ class LiveFeed:
         """Nothing to connect in process (a feed between processes does)."""
 
     async def close(self) -> None:
-        """Nothing to release in process."""
+        """End the subscriptions (nothing else to release in process)."""
+        self.end_subscriptions()
+
+    def end_subscriptions(self) -> None:
+        """End every viewer's stream. A feed is closed at shutdown, and when
+        the runtime replaces it (the store gave its tenant secret late): a
+        viewer of the old one would see nothing more, its tenant being a
+        hash under the secret it replaced, so its page connects again."""
+        for sub in self._subscribers:
+            sub.ended.set()
 
     def publish(self, tenant: str, event: dict[str, Any]) -> None:
         self.deliver(tenant, event)

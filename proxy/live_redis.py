@@ -117,6 +117,7 @@ class RedisLiveFeed(LiveFeed):
         ]
 
     async def close(self) -> None:
+        self.end_subscriptions()
         # the last events of the streams a shutdown let finish (their turn_end)
         # still go out, for a moment at most
         deadline = asyncio.get_running_loop().time() + FLUSH_SECONDS

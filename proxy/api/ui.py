@@ -95,10 +95,11 @@ class LiveEvents(Response):
             )
             pump = asyncio.ensure_future(self._pump(sub, send))
             gone = asyncio.ensure_future(_wait_disconnect(receive))
+            ended = asyncio.ensure_future(sub.ended.wait())  # the feed closed
             try:
-                await asyncio.wait({pump, gone}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({pump, gone, ended}, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                for task in (pump, gone):
+                for task in (pump, gone, ended):
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError, OSError):
                         await task
