@@ -131,7 +131,17 @@ def sqlite_path(url: str) -> str:
     """The file path of a `sqlite:///...` URL (three slashes: relative, four:
     absolute)."""
     parts = urlsplit(url)
-    if parts.scheme.lower() != "sqlite" or parts.netloc or parts.query or parts.fragment:
+    # `sqlite:/data.db` and `sqlite:data.db` have no `//`: urlsplit reads
+    # them as `sqlite:///data.db` would be, a relative path, which is not
+    # what the single slash of the first one seems to say
+    slashes = url[len(parts.scheme) + 1 :].startswith("//")
+    if (
+        parts.scheme.lower() != "sqlite"
+        or not slashes
+        or parts.netloc
+        or parts.query
+        or parts.fragment
+    ):
         raise ConfigError(
             "a SQLite store URL is sqlite:///relative/path.db or sqlite:////absolute/path.db"
         )
