@@ -725,7 +725,7 @@ def describe(config: Config) -> dict[str, Any]:
             "admin_token": secret(config.admin_token),
             "secret": tenant_secret,
         },
-        "store": config.store.model_dump(),
+        "store": {**config.store.model_dump(), "url": shown_store_url(config.store.url)},
         "limits": config.limits.model_dump(),
         "ui": config.ui.model_dump(),
         "defaults": dict(config.defaults),
@@ -754,6 +754,25 @@ def describe(config: Config) -> dict[str, Any]:
             for r in config.routes
         ],
     }
+
+
+def shown_store_url(url: str) -> str:
+    """The store URL with its password shown as set only: the userinfo's
+    (`redis://user:<set>@host`) and redis-py's `password` query option."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<an invalid URL>"
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    netloc = f"{user}{colon}{'<set>' if password else ''}{at}{hosts}"
+    query = "&".join(
+        f"{name}=<set>" if name.lower() == "password" else f"{name}{eq}{value}"
+        for name, eq, value in (item.partition("=") for item in parts.query.split("&"))
+    )
+    if (netloc, query) == (parts.netloc, parts.query):
+        return url  # as written (urlunsplit would drop the `//` of sqlite:///)
+    return f"{parts.scheme}://{netloc}{parts.path}{'?' if query else ''}{query}"
 
 
 def dialect_detection(route: Route) -> str:
