@@ -56,7 +56,10 @@ def _bounded(low: int, high: int) -> Any:
 def _serve_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=_bounded(0, 65535), help="port to listen on (default 8787)")
-    parser.add_argument("--store", help="memory://, sqlite:///path.db or redis://host:port/db")
+    parser.add_argument(
+        "--store",
+        help="memory://, sqlite:///path.db, redis://host:port/db or redis+cluster://host:port[,host:port...]",
+    )
     parser.add_argument(
         "--log-level", choices=["debug", "info", "warning", "error"], help="default info"
     )
