@@ -390,7 +390,7 @@ MAX_TOKENS = _cases(
     ("max-tokens-missing", "max_tokens", SKIP, "max_tokens:"),
     ("max-tokens-null", "max_tokens", None, "max_tokens:"),
     ("max-tokens-string", "max_tokens", "5", "max_tokens:"),
-    ("max-tokens-zero", "max_tokens", 0, "max_tokens:"),
+    ("max-tokens-negative", "max_tokens", -1, "max_tokens:"),  # 0 warms the cache: valid
     ("max-tokens-float", "max_tokens", 1.5, "max_tokens:"),
 )
 
