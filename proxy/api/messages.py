@@ -63,8 +63,9 @@ from proxy.doors.messages.shapes import (
 from proxy.doors.messages.stream import MessagesEncoder
 from proxy.errors import BadRequest, ProxyError
 from proxy.exchange import Exchange, Planner, parse_json_object
-from proxy.history.context import request_texts, request_tokens_of, tools_text
+from proxy.history.context import EgressPlan, request_texts, request_tokens_of, tools_text
 from proxy.history.egress import find_stored
+from proxy.history.explain import NativeTurn, native_notes
 from proxy.runtime import Runtime
 from proxy.sealing import Sealed
 from proxy.settings import header_overrides, request_conversation_id
@@ -165,20 +166,33 @@ class MessagesEndpoint(Door):
         count (a signature that does not open is not counted again)."""
         params = native_params(ex.settings, header_overrides(headers))
         opener = self._opener(ex.key.tenant, count=not counting)
-        ex.payload, _ = native_request(body, opener, params)
-        if ex.settings.include_in_context is not False:
+        ex.payload, turns = native_request(body, opener, params)
+        settings = ex.settings
+        if settings.include_in_context is not False:
             scoped = request_conversation_id(headers) is not None
-            await self._restore_dropped(ex, scoped)
+            await self._restore_dropped(ex, scoped, turns)
+        # what went upstream of each earlier turn's thinking, and why (the
+        # chat planning's notes speak of a chat dialect, which this is not)
+        notes = native_notes(
+            "messages",
+            list(turns.values()),
+            include=settings.include_in_context,
+            strip=settings.strip_from_context,
+        )
+        plan = ex.plan
+        ex.plan = EgressPlan(plan.result, plan.effective, plan.raw, plan.compressed, notes)
         ex.stream = ex.payload.get("stream") is True
         ex.upstream_headers = native_headers(original, ex.route)
         # what the chat planning said about a chat dialect does not apply
         ex.extra_headers = [(k, v) for k, v in ex.extra_headers if k in NATIVE_EXTRA]
         return ex
 
-    async def _restore_dropped(self, ex: Exchange, scoped: bool) -> None:
+    async def _restore_dropped(
+        self, ex: Exchange, scoped: bool, turns: dict[int, NativeTurn]
+    ) -> None:
         """Assistant tool-use turns the client sent without their thinking get
         it back from the store, with the upstream's signature (a Messages
-        upstream wants the thinking of a tool-use turn)."""
+        upstream wants the thinking of a tool-use turn); `turns` note it."""
         messages = ex.payload.get("messages")
         if not isinstance(messages, list):
             return
@@ -192,6 +206,10 @@ class MessagesEndpoint(Door):
             return
         for position, turn in found.items():
             blocks = stored_thinking(turn)
+            note = turns.get(position)
+            if note is not None:
+                note.stored = True
+                note.restored = len(blocks)
             if blocks:
                 message = messages[position]
                 messages[position] = {**message, "content": [*blocks, *message["content"]]}

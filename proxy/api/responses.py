@@ -27,8 +27,10 @@ other tenants' ids are the same 404. The turn
 itself is stored like any chat turn, whatever `store` says.
 
 Routes with `api: responses` get the request as it came, with the
-reasoning settings applied (`proxy.doors.responses.native`); a route of
-another API is a 400 `unsupported_upstream_api`.
+reasoning settings applied (`proxy.doors.responses.native`) and the
+upstream's reasoning items of function-call turns the client sent without
+them restored from the store (`_restore_dropped`); a route of another API
+is a 400 `unsupported_upstream_api`.
 """
 
 from __future__ import annotations
@@ -74,9 +76,13 @@ from proxy.doors.responses.items import (
     response_of,
 )
 from proxy.doors.responses.native import (
+    InputTurn,
     NativeResponses,
     Opens,
+    input_turns,
     native_request,
+    stored_reasoning,
+    with_reasoning,
     without_own_items,
 )
 from proxy.doors.responses.objects import Echo
@@ -89,11 +95,14 @@ from proxy.doors.responses.request import (
 )
 from proxy.errors import BadRequest, NotFound, ProxyError
 from proxy.exchange import Exchange, parse_json_object
+from proxy.history.context import EgressPlan
+from proxy.history.egress import find_stored
+from proxy.history.explain import native_notes
 from proxy.history.service import STORE_TIMEOUT
 from proxy.reasoning.blocks import Turn
 from proxy.runtime import Runtime
 from proxy.sealing import Sealed
-from proxy.settings import SETTINGS, header_overrides
+from proxy.settings import SETTINGS, header_overrides, request_conversation_id
 from proxy.stores.base import StoreFailure
 
 log = logging.getLogger("proxy.responses")
@@ -231,14 +240,69 @@ class ResponsesEndpoint(Door):
         ex = await self.planner.chat(planned, chat_body)
         if ownership.guarded(ex.route):
             await ownership.check_previous(self.rt, tenant, body.get("previous_response_id"))
+        ours = self._ours(tenant)
+        turns = input_turns(body.get("input"), ours)
+        settings = ex.settings
+        # (a request that continues one the upstream stored has its reasoning there)
+        continued = body.get("previous_response_id") is not None or body.get("conversation")
+        if settings.include_in_context is not False and not continued:
+            scoped = request_conversation_id(headers) is not None
+            before = await self._restore_dropped(ex, scoped, turns, ours)
+            if before:
+                body = {**body, "input": with_reasoning(body["input"], before)}
         ex.payload, ignored = native_request(
-            body, ex.settings, header_overrides(planned), self._ours(tenant), ex.dialect
+            body, settings, header_overrides(planned), ours, ex.dialect
         )
+        # what went upstream of each earlier turn's reasoning, and why (the
+        # chat planning's notes speak of a chat dialect, which this is not)
+        notes = native_notes(
+            "responses",
+            [t.note for t in turns],
+            include=settings.include_in_context,
+            strip=settings.strip_from_context,
+        )
+        plan = ex.plan
+        ex.plan = EgressPlan(plan.result, plan.effective, plan.raw, plan.compressed, notes)
         ex.stream = body.get("stream") is True
         ex.extra_headers = [(k, v) for k, v in ex.extra_headers if k != IGNORED_HEADER]
         if ignored:
             ex.extra_headers.append((IGNORED_HEADER, ", ".join(ignored)))
         return ex
+
+    async def _restore_dropped(
+        self, ex: Exchange, scoped: bool, turns: list[InputTurn], ours: Opens
+    ) -> dict[int, list[dict[str, Any]]]:
+        """The upstream's reasoning items of the turns whose function calls
+        the client sent without them (a framework that keeps only messages
+        and calls), from the stored turns that made those calls through a
+        route to this upstream, found by call_id in the caller's tenant: by
+        input position, to go before the turn's first item. `turns` note
+        what was found."""
+        wanted = [t.wanted for t in turns if t.wanted is not None]
+        if not wanted:
+            return {}
+        # the upstream's items from routes to this same upstream only (another
+        # one cannot read them)
+        upstream = ex.route.upstream
+        same = {
+            r.name for r in self.rt.config.routes if r.api == "responses" and r.upstream == upstream
+        }
+        try:
+            found = await find_stored(self.rt.store, ex.key, scoped, wanted)
+        except StoreFailure as exc:
+            self.rt.health.failed("lookup", exc)
+            return {}
+        before: dict[int, list[dict[str, Any]]] = {}
+        for t in turns:
+            turn = found.get(t.note.position)
+            if turn is None or turn.route not in same:
+                continue
+            items = stored_reasoning(turn, ours)
+            t.note.stored = True
+            t.note.restored = len(items)
+            if items:
+                before[t.note.position] = items
+        return before
 
     async def forward(self, ex: Exchange, trace: Trace, state: Progress) -> None:
         if ex.route.api == "responses":

@@ -5,11 +5,16 @@ provider's 400 about missing reasoning, or of its absence).
 In: a request's assistant messages, the reasoning known for each (carried by
 the message, or found in the store), what was sent, the settings and the
 dialect. Out: plain JSON, stored with the turn the request produced. Pure.
+A route of the door's own API (`api: messages`, `api: responses`) sends
+the client's request as it came, so its notes (`native_notes`) say what it
+did instead: the client's reasoning passed on, reasoning restored from the
+store and why, pieces left out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from proxy.dialects import Dialect
@@ -64,6 +69,99 @@ def egress_notes(
         "compressed": compressed,
         "messages": messages,
     }
+
+
+@dataclass(slots=True)
+class NativeTurn:
+    """What a route of the door's own API (`api: messages`, `api: responses`)
+    did with one earlier assistant turn's reasoning: the request went as the
+    client sent it, but for the pieces counted here. A piece is a thinking
+    block (Messages) or a reasoning item (Responses)."""
+
+    position: int  # index in the request's messages (Messages) or input items (Responses)
+    tool_call: bool
+    passed: int = 0  # pieces sent on as the client sent them
+    opened: int = 0  # ...of which this proxy's envelopes, opened to the upstream's own
+    left_out: int = 0  # pieces the client sent that did not go (`NATIVE[api]["left_out"]`)
+    restored: int = 0  # pieces restored from the stored turn
+    stored: bool = False  # a stored turn matched it (looked for only when the turn needs one)
+
+
+# per API: why restored, why a stored turn gave nothing, why a piece was left
+# out, and (Messages) what opening an envelope gave
+NATIVE: dict[str, dict[str, str]] = {
+    "messages": {
+        "restored": (
+            "the tool-use turn came without its thinking, which a Messages upstream "
+            "needs: restored from the stored turn with the upstream's signature"
+        ),
+        "unusable": (
+            "the stored turn holds no thinking with the upstream's signature "
+            "(a Messages upstream takes none without one)"
+        ),
+        "left_out": (
+            "a thinking block whose signature did not open (another tenant's, another "
+            "secret's, or altered) was left out"
+        ),
+        "opened": "its envelope opened to the upstream's own text and signature",
+    },
+    "responses": {
+        "restored": (
+            "the function calls came without their reasoning items: the upstream's own "
+            "items (with encrypted_content) restored from the stored turn before them"
+        ),
+        "unusable": (
+            "the stored turn's reasoning has no encrypted_content to send back (the "
+            "request that made it did not ask for include: reasoning.encrypted_content)"
+        ),
+        "left_out": (
+            "a reasoning item of this proxy's own (an answer from a chat route, its "
+            "envelope unreadable upstream) was left out"
+        ),
+    },
+}
+
+
+def native_notes(
+    api: str, turns: Sequence[NativeTurn], *, include: Any, strip: str
+) -> dict[str, Any]:
+    """The notes of a request to an upstream of the door's own API: what went
+    as the client sent it, what was restored from the store and why, and
+    what was left out (`egress_notes`' shape; `dialect` names the API)."""
+    texts = NATIVE[api]
+    messages = []
+    for t in turns:
+        note: dict[str, Any] = {"index": t.position, "toolCall": t.tool_call}
+        left = f"; {texts['left_out']}" if t.left_out else ""
+        if t.restored:
+            note.update(source="store", action="reinjected", why=texts["restored"] + left)
+        elif t.passed:
+            opened = texts.get("opened") if t.opened else None
+            why = f"the client's own: {opened}" if opened else "the client's own, as it came"
+            note.update(source="message", action="passed", why=why + left)
+        elif t.stored:
+            note.update(source="store", action="stripped", why=texts["unusable"] + left)
+        elif t.left_out:
+            note.update(source="message", action="stripped", why=texts["left_out"])
+        else:
+            note.update(action="none", why=_why_none(t, include))
+        messages.append(note)
+    return {
+        "dialect": api,
+        "api": api,
+        "include": include,
+        "strip": strip,
+        "compressed": None,
+        "messages": messages,
+    }
+
+
+def _why_none(t: NativeTurn, include: Any) -> str:
+    if not t.tool_call:
+        return "the message carries none (the store is asked only for tool-call turns)"
+    if include is False:
+        return "the message carries none; include_in_context false: nothing is restored"
+    return "no reasoning known: the message carries none and no stored turn matches it"
 
 
 def _why_sent(include: Any, dialect: Dialect, policy: str) -> str:

@@ -42,6 +42,7 @@ import orjson
 from proxy.doors.messages.request import Opener
 from proxy.doors.messages.shapes import error_from_openai
 from proxy.history.egress import AssistantMessage
+from proxy.history.explain import NativeTurn
 from proxy.keymask import KeyMask
 from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall, Turn
 from proxy.reasoning.normalizer import StreamFailure
@@ -71,21 +72,23 @@ FINISH_REASONS = {
 }
 
 
-def native_request(body: Json, open_signature: Opener, params: Json) -> tuple[Json, int]:
-    """The body to send a Messages upstream, and how many thinking blocks
-    were left out because their signature did not open. `params` are the
-    reasoning parameters (`thinking`, `output_config.effort`) the settings
-    ask for; they go where the body has none (or replace the body's when
-    `params["override"]` is true)."""
+def native_request(
+    body: Json, open_signature: Opener, params: Json
+) -> tuple[Json, dict[int, NativeTurn]]:
+    """The body to send a Messages upstream, and what went of each assistant
+    message's thinking, by position (thinking blocks passed, envelopes
+    opened, blocks left out because their signature did not open; the
+    inspector's notes). `params` are the reasoning parameters (`thinking`,
+    `output_config.effort`) the settings ask for; they go where the body has
+    none (or replace the body's when `params["override"]` is true)."""
     out = dict(body)
-    unopened = 0
+    turns: dict[int, NativeTurn] = {}
     messages = body.get("messages")
     if isinstance(messages, list):
         restored = []
-        for message in messages:
+        for position, message in enumerate(messages):
             if isinstance(message, dict) and message.get("role") == "assistant":
-                message, dropped = _restore(message, open_signature)
-                unopened += dropped
+                message, turns[position] = _restore(position, message, open_signature)
             restored.append(message)
         out["messages"] = restored
     override = bool(params.get("override"))
@@ -99,7 +102,7 @@ def native_request(body: Json, open_signature: Opener, params: Json) -> tuple[Js
         if override or "effort" not in config:
             config["effort"] = effort
             out["output_config"] = config
-    return out, unopened
+    return out, turns
 
 
 def unsigned_tool_turns(messages: list[Any]) -> list[AssistantMessage]:
@@ -155,28 +158,35 @@ def native_params(settings: ReasoningSettings, from_headers: Json) -> Json:
     return params
 
 
-def _restore(message: Json, open_signature: Opener) -> tuple[Json, int]:
+def _restore(position: int, message: Json, open_signature: Opener) -> tuple[Json, NativeTurn]:
     content = message.get("content")
     if not isinstance(content, list):
-        return message, 0
+        return message, NativeTurn(position, False)
+    calls = any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
+    turn = NativeTurn(position, calls)
     blocks: list[Any] = []
-    dropped = 0
     for block in content:
-        if isinstance(block, dict) and block.get("type") == "thinking":
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "redacted_thinking":
+            turn.passed += 1
+        elif kind == "thinking":
             given = block.get("signature")
             if isinstance(given, str) and given and not given.startswith(ENVELOPE_PREFIX):
                 # not an envelope: the upstream's own signature (a session begun
                 # without this proxy), which only the upstream can check
+                turn.passed += 1
                 blocks.append(block)
                 continue
             sealed = open_signature(given)
             signature = sealed.artefacts.get("signature") if sealed is not None else None
             if sealed is None or not isinstance(signature, str) or not signature:
-                dropped += 1
+                turn.left_out += 1
                 continue
             block = {**block, "thinking": sealed.reasoning, "signature": signature}
+            turn.passed += 1
+            turn.opened += 1
         blocks.append(block)
-    return {**message, "content": blocks}, dropped
+    return {**message, "content": blocks}, turn
 
 
 def usage_as_chat(usage: Any) -> Json | None:

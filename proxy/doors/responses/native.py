@@ -11,7 +11,11 @@ Responses upstream has no control for are named in `X-Reasoning-Ignored`;
 reasoning items this proxy made (their `encrypted_content` is one of its
 envelopes, which no upstream can read: items of responses it answered on a
 chat route) are left out. An envelope this proxy cannot open goes on: an
-upstream that is itself a reasoning-proxy sealed it, and opens it.
+upstream that is itself a reasoning-proxy sealed it, and opens it. An
+earlier turn whose function calls come without reasoning items gets the
+upstream's own back from the stored turn (`input_turns` finds them,
+`stored_reasoning` writes a stored turn's items with their
+`encrypted_content`, `with_reasoning` puts them before the turn).
 
 The answer (`NativeResponses`): models served raw put their reasoning in
 the answer text as `<think>...</think>`. Tagged reasoning in a message's
@@ -53,6 +57,8 @@ import orjson
 
 from proxy.dialects import DEFAULT_DIALECT, DIALECTS, SWITCH_ON, Dialect, plan_params
 from proxy.doors.responses.objects import error_of
+from proxy.history.egress import AssistantMessage
+from proxy.history.explain import NativeTurn
 from proxy.keymask import KeyMask
 from proxy.reasoning.blocks import Part, SourceField, TextPart, ThinkingBlock, ToolCall, Turn
 from proxy.reasoning.normalizer import StreamFailure
@@ -69,6 +75,8 @@ from proxy.sealing import PREFIX as ENVELOPE_PREFIX
 from proxy.settings import ReasoningSettings
 
 Json = dict[str, Any]
+# the `format` of a stored reasoning item the upstream sent with encrypted_content
+RESPONSES_FORMAT = "openai-responses-v1"
 Opens = Callable[[str], bool]  # an envelope this proxy sealed for the caller's tenant
 OPEN, DONE, FAILED = "open", "done", "failed"
 _ENDS = {
@@ -163,6 +171,100 @@ def without_own_items(body: Json, ours: Opens) -> Json | None:
         return None
     kept = [i for i in items if not _own_item(i, ours)]
     return {**body, "input": kept} if len(kept) < len(items) else None
+
+
+@dataclass(slots=True)
+class InputTurn:
+    """An earlier assistant turn in a request's `input`: a run of output items
+    (reasoning, assistant messages, calls) between the user's messages and
+    the calls' outputs. `wanted`: how to find its stored turn, when it has
+    function calls and none of the upstream's reasoning items (the client
+    dropped them); None otherwise."""
+
+    note: NativeTurn
+    wanted: AssistantMessage | None
+
+
+# the calls a stored turn is found again by (their call_id is its tool-call id)
+_CALLS = frozenset(("function_call", "custom_tool_call"))
+
+
+def input_turns(items: Any, ours: Opens) -> list[InputTurn]:
+    """The assistant turns of a request's input (see `InputTurn`), each
+    noted with the reasoning items it carries: the upstream's (passed) and
+    this proxy's own (left out by `native_request`)."""
+    if not isinstance(items, list):
+        return []
+    out: list[InputTurn] = []
+    run: list[tuple[int, Json]] = []
+    for position, item in enumerate([*items, None]):
+        if isinstance(item, dict) and _output_item(item):
+            run.append((position, item))
+            continue
+        if run:
+            out.append(_input_turn(run, ours))
+            run = []
+    return out
+
+
+def _output_item(item: Json) -> bool:
+    kind = item.get("type")
+    if kind == "reasoning" or kind in _CALLS or item.get("role") == "assistant":
+        return True
+    return isinstance(kind, str) and kind.endswith("_call")  # a hosted tool's call
+
+
+def _input_turn(run: list[tuple[int, Json]], ours: Opens) -> InputTurn:
+    calls = [i for _, i in run if i.get("type") in _CALLS and isinstance(i.get("call_id"), str)]
+    note = NativeTurn(run[0][0], bool(calls))
+    for _, item in run:
+        if item.get("type") == "reasoning":
+            if _own_item(item, ours):
+                note.left_out += 1
+            else:
+                note.passed += 1
+    if not calls or note.passed:
+        return InputTurn(note, None)
+    ids = tuple(str(c["call_id"]) for c in calls)
+    named = tuple(
+        (str(c.get("name")), str(c.get("arguments" if c["type"] == "function_call" else "input")))
+        for c in calls
+    )
+    text = "".join(_message_text(i) for _, i in run if i.get("type") in (None, "message"))
+    return InputTurn(note, AssistantMessage(note.position, text, ids, named, None))
+
+
+def stored_reasoning(turn: Turn, ours: Opens) -> list[Json]:
+    """A stored turn's reasoning items as the upstream made them: those it
+    sent with `encrypted_content` (asked for with `include`), with their ids;
+    never this proxy's envelopes."""
+    out: list[Json] = []
+    for block in turn.thinking:
+        for item in block.encrypted or ():
+            data = item.get("data")
+            if item.get("format") != RESPONSES_FORMAT or not isinstance(data, str) or not data:
+                continue
+            if data.startswith(ENVELOPE_PREFIX) and ours(data):
+                continue
+            restored: Json = {"type": "reasoning", "summary": [], "encrypted_content": data}
+            if isinstance(item.get("id"), str):
+                restored = {"id": item["id"], **restored}
+            out.append(restored)
+    return out
+
+
+def with_reasoning(items: list[Any], before: dict[int, list[Json]]) -> list[Any]:
+    """The input with reasoning items put back before the items at the
+    positions `before` names, none whose id the input holds already."""
+    present = {i.get("id") for i in items if isinstance(i, dict) and i.get("type") == "reasoning"}
+    out: list[Any] = []
+    for position, item in enumerate(items):
+        for restored in before.get(position, ()):
+            if restored.get("id") is None or restored["id"] not in present:
+                present.add(restored.get("id"))
+                out.append(restored)
+        out.append(item)
+    return out
 
 
 def _own_item(item: Any, ours: Opens) -> bool:
@@ -684,7 +786,7 @@ def turn_of(response: Json, output: list[Any], state: str, ours: set[str]) -> Tu
                         "type": "reasoning.encrypted",
                         "id": item.get("id"),
                         "data": encrypted,
-                        "format": "openai-responses-v1",
+                        "format": RESPONSES_FORMAT,
                     },
                 )
                 if isinstance(encrypted, str) and encrypted
@@ -713,12 +815,15 @@ def turn_of(response: Json, output: list[Any], state: str, ours: set[str]) -> Tu
     if isinstance(usage, dict):
         details = usage.get("output_tokens_details")
         reasoning = details.get("reasoning_tokens") if isinstance(details, dict) else None
-        chat_usage = {
+        # as chat names them; what the upstream did not report is left out
+        counts = {
             "prompt_tokens": usage.get("input_tokens"),
             "completion_tokens": usage.get("output_tokens"),
             "total_tokens": usage.get("total_tokens"),
-            "completion_tokens_details": {"reasoning_tokens": reasoning},
         }
+        chat_usage = {k: v for k, v in counts.items() if v is not None}
+        if reasoning is not None:
+            chat_usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
     finish = _FINISH.get(str(response.get("status")))
     if finish == "stop" and any(isinstance(p, ToolCall) for p in parts):
         finish = "tool_calls"
