@@ -601,6 +601,33 @@ def request_params(dialect: Dialect, settings: ReasoningSettings, model: str = "
     return plan_params(dialect, settings, model).params
 
 
+# Body fields that switch a model's thinking off, as (path, value), whoever
+# wrote them (the client, or a setting's off switch): a reply to such a
+# request does not start inside the reasoning, so a route's
+# `implicit_open_tag` does not apply to it (a Qwen3 template with thinking
+# off closes the empty block in the prompt; the reply has no `</think>`).
+THINKING_OFF: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("chat_template_kwargs", "enable_thinking"), False),  # vLLM, SGLang
+    (("enable_thinking",), False),  # DashScope
+    (("reasoning_effort",), "none"),  # OpenAI-compatible servers, Groq, Ollama
+    (("thinking", "type"), "disabled"),  # DeepSeek, Kimi, GLM
+    (("reasoning", "enabled"), False),  # OpenRouter, Together
+    (("reasoning", "effort"), "none"),  # OpenRouter
+)
+
+
+def thinking_off(body: dict[str, Any]) -> bool:
+    """Whether the request body switches thinking off (`THINKING_OFF`)."""
+    for path, off in THINKING_OFF:
+        value: Any = body
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        # `is` for booleans, so that 0 is not False
+        if value is off if isinstance(off, bool) else value == off:
+            return True
+    return False
+
+
 def apply_params(body: dict[str, Any], params: list[Param], from_headers: frozenset[str]) -> None:
     """Write the parameters into the body. A value the client put in the body
     itself wins, unless its setting came from a request header; so a client's

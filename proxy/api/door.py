@@ -36,6 +36,7 @@ from proxy.api.ownership import kept_upstream, record
 from proxy.api.relay import Progress, StreamRelay
 from proxy.api.trace import Trace, TracedEndpoint
 from proxy.config import CREDENTIAL_HEADERS
+from proxy.dialects import thinking_off
 from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError, upstream_error_body
 from proxy.exchange import Exchange, Planner
 from proxy.keymask import KeyMask, credential_values
@@ -146,7 +147,12 @@ class Door(TracedEndpoint):
             output = "reasoning_content"
         return NormalizeOptions(
             tags=ex.route.tags,
-            implicit_open_tag=ex.route.implicit_open_tag and ex.settings.enabled,
+            # the reply starts inside the reasoning while reasoning is enabled
+            # for the request: the setting, and no off switch in the body going
+            # upstream (the client's own: its reply then has no `</think>`)
+            implicit_open_tag=ex.route.implicit_open_tag
+            and ex.settings.enabled
+            and not thinking_off(ex.payload),
             include_in_response=ex.settings.include_in_response,
             max_line_bytes=limits.max_sse_line_bytes,
             max_reasoning_chars=limits.max_reasoning_bytes,
