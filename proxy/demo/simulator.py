@@ -1,11 +1,11 @@
 """The simulated upstream of `reasoning-proxy demo`, as a pure ASGI app.
 
-It answers `GET /v1/models` and `POST /v1/chat/completions` (streamed or
-not, as the request's `stream` says) without any network or key: the model
-name picks the provider whose real wire format it speaks (`wire.MODELS`), the
-words come from the request (`replies.py`), and the refusals of providers that
-need, or reject, reasoning in the input are enforced (`checks.py`). Every
-response says it is simulated (`system_fingerprint`
+It answers `GET /v1/models`, `GET /v1/models/{id}` and `POST
+/v1/chat/completions` (streamed or not, as the request's `stream` says)
+without any network or key: the model name picks the provider whose real
+wire format it speaks (`wire.MODELS`), the words come from the request
+(`replies.py`), and the refusals of providers that need, or reject, reasoning
+in the input are enforced (`checks.py`). Every response says it is simulated (`system_fingerprint`
 "reasoning-proxy-demo-simulator", an `x-simulated-upstream` header, a note in
 `/v1/models`).
 """
@@ -28,6 +28,7 @@ from proxy.demo.wire import (
     DemoModel,
     Envelope,
     completion,
+    model_object,
     models_list,
     stream_chunks,
 )
@@ -42,6 +43,7 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 _LABEL = (b"x-simulated-upstream", FINGERPRINT.encode())
 _JSON = (b"content-type", b"application/json")
 _DONE = b"data: [DONE]\n\n"
+_MODEL_PATH = "/v1/models/"
 
 
 class _ClientGone(Exception):
@@ -64,6 +66,14 @@ def _invalid(status: int, message: str, code: str | None = None) -> _Refused:
     return _Refused(status, orjson.dumps({"error": error}))
 
 
+def _unknown_model(name: object) -> _Refused:
+    return _invalid(
+        404,
+        f"The model `{str(name)[:100]}` does not exist. The demo models are: " + ", ".join(MODELS),
+        "model_not_found",
+    )
+
+
 def _parse(raw: bytes) -> tuple[DemoModel, dict[str, Any]]:
     """The demo model and the request body, or _Refused as OpenAI would."""
     try:
@@ -75,12 +85,7 @@ def _parse(raw: bytes) -> tuple[DemoModel, dict[str, Any]]:
     name = body.get("model")
     model = MODELS.get(name) if isinstance(name, str) else None
     if model is None:
-        raise _invalid(
-            404,
-            f"The model `{str(name)[:100]}` does not exist. The demo models are: "
-            + ", ".join(MODELS),
-            "model_not_found",
-        )
+        raise _unknown_model(name)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise _invalid(400, "messages must be a non-empty array.")
@@ -107,15 +112,30 @@ class Simulator:
         path, method = scope["path"], scope["method"]
         if path == "/v1/models" and method in ("GET", "HEAD"):
             await _respond(send, 200, orjson.dumps(models_list()))
+        elif path.startswith(_MODEL_PATH) and method in ("GET", "HEAD"):
+            await self._model(path[len(_MODEL_PATH) :], send)
         elif path == "/v1/chat/completions" and method == "POST":
             await self._chat(receive, send)
         elif path in ("/v1/models", "/v1/chat/completions"):
             refused = _invalid(405, f"{method} is not allowed on {path}.")
             await _respond(send, refused.status, refused.body)
         else:
-            message = "The demo simulator serves only GET /v1/models and POST /v1/chat/completions."
+            message = (
+                "The demo simulator serves only GET /v1/models, GET /v1/models/{id} "
+                "and POST /v1/chat/completions."
+            )
             refused = _invalid(404, message, "not_found")
             await _respond(send, refused.status, refused.body)
+
+    async def _model(self, name: str, send: Send) -> None:
+        """One model, as OpenAI's `GET /v1/models/{model}` returns it (the
+        server has decoded the path)."""
+        model = MODELS.get(name)
+        if model is None:
+            refused = _unknown_model(name)
+            await _respond(send, refused.status, refused.body)
+            return
+        await _respond(send, 200, orjson.dumps(model_object(model)))
 
     async def _chat(self, receive: Receive, send: Send) -> None:
         try:

@@ -132,19 +132,21 @@ class Envelope:
     split_reasoning: bool = False  # MiniMax's reasoning_split: reasoning_details, not tags
 
 
+def model_object(model: DemoModel) -> dict[str, Any]:
+    """One model as `GET /v1/models` lists it and `/v1/models/{id}` returns it."""
+    return {
+        "id": model.id,
+        "object": "model",
+        "created": 0,
+        "owned_by": FINGERPRINT,
+        "description": f"SIMULATED. {model.imitates}.",
+    }
+
+
 def models_list() -> dict[str, Any]:
     return {
         "object": "list",
-        "data": [
-            {
-                "id": m.id,
-                "object": "model",
-                "created": 0,
-                "owned_by": FINGERPRINT,
-                "description": f"SIMULATED. {m.imitates}.",
-            }
-            for m in MODELS.values()
-        ],
+        "data": [model_object(m) for m in MODELS.values()],
         "note": NOTE,
     }
 
