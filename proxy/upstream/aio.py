@@ -9,23 +9,38 @@ next client's request), no headers of its own (User-Agent, Accept, Content-Type)
 gzip/deflate decoded in bounded pieces per read (`auto_decompress`), the
 system's trust store for HTTPS (`SSL_CERT_FILE` honoured), the connect and
 idle timeouts (`sock_read`: every wait for the next bytes, head included),
-and request slots with a bounded wait (the built-in client's `Slots`;
-aiohttp's own pool is left unbounded). aiohttp skips 1xx responses; a 101 is refused here. Its
-exceptions become `TransportError`s here, at send and at each read.
+and request slots with a bounded wait, in all and per origin (the built-in
+client's `Slots`; aiohttp's own pool is left unbounded). aiohttp skips 1xx
+responses; a 101 is refused here. Its exceptions become `TransportError`s
+here, at send and at each read. A request that a kept-alive connection's
+close cut off before its response is sent again, once (aiohttp's own retry,
+of idempotent methods on any connection, is turned off). Header values go
+out as the bytes the client sent when those are UTF-8 (aiohttp writes UTF-8).
+
+A body whose framing breaks after it started (a chunk size that is not
+hex, in a later packet) makes aiohttp's C parser close the connection
+without telling the body, which then waits for ever, its idle timer
+stopped: the transport watches each connection's close, and ends such a
+body there as the bad response it is.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ssl
-from collections.abc import Callable
+import weakref
+from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
 from yarl import URL
 
 from proxy.http1.connection import Ends
-from proxy.http1.egress import EnvProxies, proxy_for
+from proxy.http1.egress import EnvProxies, ProxyURL, proxy_for
 from proxy.http1.errors import PoolTimeout
+from proxy.http1.gate import Gate
 from proxy.http1.slots import Slots
 from proxy.upstream.errors import Cause, TransportError, os_cause
 from proxy.upstream.headers import first_header
@@ -51,6 +66,8 @@ def _cause(exc: BaseException) -> Cause:
         return "tls"
     if isinstance(exc, aiohttp.ClientConnectorError):
         return os_cause(exc.os_error)
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        return "unreachable"  # the egress proxy refused the tunnel (a 407, no CONNECT)
     if isinstance(exc, aiohttp.ClientResponseError):
         return "bad_response"  # an unreadable head (aiohttp reports it as a 400)
     if isinstance(exc, aiohttp.ClientPayloadError):
@@ -64,17 +81,93 @@ def _cause(exc: BaseException) -> Cause:
     return "reset"  # ServerDisconnectedError and the other connection errors
 
 
+# what a kept-alive connection the upstream closed before answering raises
+_CLOSED_UNANSWERED = (
+    aiohttp.ServerDisconnectedError,
+    aiohttp.ClientOSError,
+    aiohttp.ClientConnectionResetError,
+)
+
+
+class _Attempt:
+    """One try of a request: whether aiohttp gave it a kept-alive connection."""
+
+    __slots__ = ("reused",)
+
+    def __init__(self) -> None:
+        self.reused = False
+
+
+async def _reused(
+    session: aiohttp.ClientSession,
+    context: SimpleNamespace,
+    params: aiohttp.TraceConnectionReuseconnParams,
+) -> None:
+    attempt = context.trace_request_ctx
+    if isinstance(attempt, _Attempt):
+        attempt.reused = True
+
+
+def _wire(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Headers as aiohttp is to write them. A value holds the client's bytes,
+    one character each (latin-1), and aiohttp writes every value as UTF-8:
+    one whose bytes are UTF-8 is given as the text they spell, so the same
+    bytes go out; other bytes above 0x7F cannot be written unchanged, and go
+    as their UTF-8 encoding (a limit of this client)."""
+    if all(value.isascii() for _, value in headers):
+        return headers
+    wire: list[tuple[str, str]] = []
+    for name, value in headers:
+        if value.isascii():
+            wire.append((name, value))
+            continue
+        try:
+            text = value.encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            text = value
+        wire.append((name, text))
+    return wire
+
+
 def _failure(exc: BaseException) -> TransportError:
     return TransportError(_cause(exc), f"{type(exc).__name__}: {exc}")
 
 
-class AiohttpResponse:
-    __slots__ = ("_content", "_released", "_response", "_slots", "decoded", "headers", "status")
+# the body being read on each watched connection, by the future of its close
+_Reading = dict["asyncio.Future[None]", "AiohttpResponse"]
 
-    def __init__(self, response: aiohttp.ClientResponse, slots: Slots) -> None:
+
+class AiohttpResponse:
+    __slots__ = (
+        "_closed",
+        "_content",
+        "_gate",
+        "_protocol",
+        "_reading",
+        "_released",
+        "_response",
+        "_slots",
+        "decoded",
+        "headers",
+        "status",
+    )
+
+    def __init__(
+        self,
+        response: aiohttp.ClientResponse,
+        slots: Slots,
+        gate: Gate | None,
+        reading: _Reading,
+        protocol: ResponseHandler | None = None,
+        closed: asyncio.Future[None] | None = None,
+    ) -> None:
         self._response = response
         self._content = response.content
         self._slots = slots
+        self._gate = gate  # the origin's slot, returned with the request's
+        self._reading = reading
+        self._protocol = protocol
+        self._closed = closed
         self._released = False
         self.status = response.status
         self.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers]
@@ -94,15 +187,29 @@ class AiohttpResponse:
     def complete(self) -> bool:
         return self._content.at_eof()
 
+    def lost(self) -> None:
+        """The connection closed: a body aiohttp left waiting (neither ended
+        nor failed) fails here, as a bad response (the parser's error)."""
+        content = self._content
+        if content.exception() is not None or content.at_eof():
+            return
+        protocol = self._protocol
+        why = protocol.exception() if protocol is not None else None
+        failed = aiohttp.ClientPayloadError("the connection closed mid-body")
+        failed.__cause__ = why
+        content.set_exception(failed)
+
     def release(self) -> None:
         if self._released:
             return
         self._released = True
+        if self._closed is not None:
+            self._reading.pop(self._closed, None)
         if self._content.at_eof():
             self._response.release()  # kept alive, if the upstream allows
         else:
             self._response.close()
-        self._slots.give()
+        self._slots.give(self._gate)
 
     def close(self) -> None:
         self._response.close()
@@ -116,9 +223,12 @@ class AiohttpTransport:
         queue_timeout: float = 5.0,
         keepalive: float = 30.0,
         on_change: Callable[[int, int], None] | None = None,
+        max_per_origin: int | None = None,
         env_proxies: EnvProxies | None = None,
     ) -> None:
         self._slots = Slots(limit, queue_timeout, on_change)
+        self._max_per_origin = max_per_origin
+        self._gates: dict[Origin, Gate] = {}  # each origin's slots, with a limit
         self._own: dict[Ends, int] = {}  # never filled: see own_connections
         self._env_proxies = env_proxies
         self._keepalive = keepalive
@@ -126,10 +236,15 @@ class AiohttpTransport:
         self._ssl: ssl.SSLContext | None = None
         self._urls: dict[tuple[Origin, str], URL] = {}
         self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
+        # connections whose close is watched (once each), and their bodies being read
+        self._watched: weakref.WeakSet[asyncio.Future[None]] = weakref.WeakSet()
+        self._reading: _Reading = {}
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=self._keepalive)
-        self._session = aiohttp.ClientSession(
+        tracing = aiohttp.TraceConfig()
+        tracing.on_connection_reuseconn.append(_reused)
+        session = aiohttp.ClientSession(
             connector=connector,
             trust_env=False,
             cookie_jar=aiohttp.DummyCookieJar(),
@@ -137,7 +252,12 @@ class AiohttpTransport:
             skip_auto_headers=_SKIP_AUTO_HEADERS,
             requote_redirect_url=False,
             timeout=aiohttp.ClientTimeout(total=None),
+            trace_configs=[tracing],
         )
+        # aiohttp sends a GET again after any close before the response, even
+        # on a new connection; the retry is send()'s, as the built-in client's
+        session._retry_connection = False
+        self._session = session
 
     @property
     def own_connections(self) -> dict[Ends, int]:
@@ -182,36 +302,81 @@ class AiohttpTransport:
         if session is None:
             raise RuntimeError("the transport is not started")
         proxy = proxy_for(request.origin, request.proxy, self._env_proxies)
+        gate = None
+        if self._max_per_origin is not None:
+            gate = self._gates.get(request.origin)
+            if gate is None:
+                gate = self._gates[request.origin] = Gate(self._max_per_origin)
         try:
-            await self._slots.take()
+            await self._slots.take(gate)
         except PoolTimeout as exc:
             raise TransportError("busy", str(exc)) from None
         try:
-            response = await session.request(
-                request.method,
-                self._url(request.origin, request.target),
-                headers=request.headers,
-                data=request.body,
-                allow_redirects=False,
-                timeout=self._timeout(request.connect_timeout, request.idle_timeout),
-                ssl=self._tls_context() if request.origin.tls else True,
-                proxy=f"http://{proxy.address}" if proxy is not None else None,
-                proxy_headers=(
-                    {"Proxy-Authorization": proxy.authorization}
-                    if proxy is not None and proxy.authorization is not None
-                    else None
-                ),
-            )
+            attempt = _Attempt()
+            try:
+                response = await self._request(session, request, proxy, attempt)
+            except _CLOSED_UNANSWERED as cut:
+                # a kept-alive connection the upstream closed as the request
+                # went out: once more, on another connection
+                if not attempt.reused or _cause(cut) != "reset":
+                    raise
+                response = await self._request(session, request, proxy, _Attempt())
         except BaseException as exc:
-            self._slots.give()
+            self._slots.give(gate)
             if isinstance(exc, _ERRORS):
                 raise _failure(exc) from None
             raise
         if response.status == 101:
             response.close()
-            self._slots.give()
+            self._slots.give(gate)
             raise TransportError("bad_response", "the upstream switched protocols")
-        return AiohttpResponse(response, self._slots)
+        connection = response.connection  # None when the body already ended
+        protocol = connection.protocol if connection is not None else None
+        closed = protocol.closed if protocol is not None else None
+        if closed is None or closed.done():
+            return AiohttpResponse(response, self._slots, gate, self._reading)
+        if closed not in self._watched:
+            self._watched.add(closed)
+            closed.add_done_callback(self._lost)
+        body = AiohttpResponse(response, self._slots, gate, self._reading, protocol, closed)
+        self._reading[closed] = body
+        return body
+
+    def _request(
+        self,
+        session: aiohttp.ClientSession,
+        request: Request,
+        proxy: ProxyURL | None,
+        attempt: _Attempt,
+    ) -> Awaitable[aiohttp.ClientResponse]:
+        headers = _wire(request.headers)
+        tunnel: dict[str, str] | None = None
+        if proxy is not None and proxy.authorization is not None:
+            # the proxy's credentials: on the CONNECT of an https upstream, on
+            # the request itself to a plain one (which the proxy reads)
+            if request.origin.tls:
+                tunnel = {"Proxy-Authorization": proxy.authorization}
+            else:
+                headers = [*headers, ("Proxy-Authorization", proxy.authorization)]
+        return session.request(
+            request.method,
+            self._url(request.origin, request.target),
+            headers=headers,
+            data=request.body,
+            allow_redirects=False,
+            timeout=self._timeout(request.connect_timeout, request.idle_timeout),
+            ssl=self._tls_context() if request.origin.tls else True,
+            proxy=f"http://{proxy.address}" if proxy is not None else None,
+            proxy_headers=tunnel,
+            trace_request_ctx=attempt,
+        )
+
+    def _lost(self, closed: asyncio.Future[None]) -> None:
+        if not closed.cancelled():
+            closed.exception()  # retrieved: its cause reaches the body, if any
+        body = self._reading.pop(closed, None)
+        if body is not None:
+            body.lost()
 
     async def close(self) -> None:
         if self._session is not None:

@@ -70,6 +70,7 @@ def open_transport(
             queue_timeout=queue,
             keepalive=keepalive,
             on_change=on_load,
+            max_per_origin=server.upstream_max_connections_per_origin,
             env_proxies=env_proxies,
         )
     return BuiltinTransport(

@@ -7,10 +7,14 @@ from collections.abc import Iterable
 from proxy.upstream.transport import Response
 
 # Headers that belong to one connection, not to the message (RFC 9110 7.6.1),
-# plus the ones the proxy sets itself.
+# plus the ones the proxy sets itself, and `Expect`: the proxy reads the
+# whole body before sending it on (its server sent the client the 100
+# Continue), so the expectation ends here; passed on, it would hold aiohttp's
+# request waiting for an upstream's 100 that may never come.
 HOP_BY_HOP = frozenset(
     {
         "connection",
+        "expect",
         "keep-alive",
         "proxy-authenticate",
         "proxy-authorization",
