@@ -39,7 +39,7 @@ from proxy.config import CREDENTIAL_HEADERS
 from proxy.dialects import thinking_off
 from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError, upstream_error_body
 from proxy.exchange import Exchange, Planner
-from proxy.keymask import KeyMask, credential_values
+from proxy.keymask import MIN_KEY_CHARS, KeyMask, credential_values
 from proxy.live import TurnWatcher
 from proxy.observability import truncate
 from proxy.reasoning.blocks import Turn, map_texts
@@ -375,6 +375,9 @@ class Door(TracedEndpoint):
         mask = self.rt.key_mask
         if mask is not None:  # a route key the upstream quoted is never stored
             turn = map_texts(turn, mask.text)
+        own = quoted_credentials(ex.upstream_headers, turn)
+        if own is not None:  # nor the client's own key, forwarded and quoted back
+            turn = map_texts(turn, own.text)
         extra = {**turn.extra, "context": ex.context, "egress": ex.plan.notes}
         if ex.request_input is not None:  # ui.show_prompts
             extra["input"] = ex.request_input
@@ -414,6 +417,21 @@ def client_key_mask(headers: list[tuple[str, str]]) -> KeyMask | None:
     return KeyMask.of(
         credential_values((), [(k, v) for k, v in headers if k in CREDENTIAL_HEADERS])
     )
+
+
+def quoted_credentials(headers: list[tuple[str, str]], turn: Turn) -> KeyMask | None:
+    """A mask of the credentials among the headers that went upstream (the
+    client's own, on a route that forwards them) when the turn quotes one,
+    else None: most turns quote none, so most requests build no mask."""
+    sent = [(k, v) for k, v in headers if k.lower() in CREDENTIAL_HEADERS]
+    if not sent:
+        return None
+    values = [v for v in credential_values((), sent) if len(v) >= MIN_KEY_CHARS]
+    texts = [turn.content, *(b.thought for b in turn.thinking)]
+    texts += [c.arguments for c in turn.tool_calls]
+    if not any(v in t for v in values for t in texts):
+        return None
+    return KeyMask.of(values)
 
 
 def _masked(mask: KeyMask | None, value: Any) -> Any:
