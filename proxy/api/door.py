@@ -42,7 +42,7 @@ from proxy.exchange import Exchange, Planner
 from proxy.keymask import MIN_KEY_CHARS, KeyMask, credential_values
 from proxy.live import TurnWatcher
 from proxy.observability import truncate
-from proxy.reasoning.blocks import Turn, map_texts
+from proxy.reasoning.blocks import TextPart, ThinkingBlock, Turn, map_texts
 from proxy.reasoning.modes import completion_as_stream, stream_as_completion
 from proxy.reasoning.normalizer import (
     NormalizeOptions,
@@ -422,16 +422,31 @@ def client_key_mask(headers: list[tuple[str, str]]) -> KeyMask | None:
 def quoted_credentials(headers: list[tuple[str, str]], turn: Turn) -> KeyMask | None:
     """A mask of the credentials among the headers that went upstream (the
     client's own, on a route that forwards them) when the turn quotes one,
-    else None: most turns quote none, so most requests build no mask."""
-    sent = [(k, v) for k, v in headers if k.lower() in CREDENTIAL_HEADERS]
-    if not sent:
+    else None: most requests carry no key long enough to mask, and most
+    turns quote none, so most requests build no mask."""
+    values: list[str] = []
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered not in CREDENTIAL_HEADERS:
+            continue
+        if lowered == "cookie":  # the header whole, and each cookie's value
+            values += credential_values((), [(name, value)])
+            continue
+        scheme, _, rest = value.partition(" ")
+        values.append(rest.strip() if rest and scheme.lower() in ("bearer", "basic") else value)
+    values = [v for v in values if len(v) >= MIN_KEY_CHARS]
+    if not values:
         return None
-    values = [v for v in credential_values((), sent) if len(v) >= MIN_KEY_CHARS]
-    texts = [turn.content, *(b.thought for b in turn.thinking)]
-    texts += [c.arguments for c in turn.tool_calls]
-    if not any(v in t for v in values for t in texts):
-        return None
-    return KeyMask.of(values)
+    for part in turn.parts:
+        if isinstance(part, TextPart):
+            text = part.text
+        elif isinstance(part, ThinkingBlock):
+            text = part.thought
+        else:
+            text = part.arguments
+        if any(v in text for v in values):
+            return KeyMask.of(values)
+    return None
 
 
 def _masked(mask: KeyMask | None, value: Any) -> Any:
