@@ -52,15 +52,19 @@ def credential_values(
     values = list(api_keys)
     proxied = [("proxy-authorization", p) for p in proxies if p is not None]
     for name, value in [*headers, *proxied]:
-        if not _CREDENTIAL_HEADER.search(name):
-            continue
-        if "cookie" in name.lower():
-            values.append(value)
-            values.extend(c.partition("=")[2].strip() for c in value.split(";"))
-            continue
-        scheme, _, rest = value.partition(" ")
-        values.append(rest.strip() if rest and scheme.lower() in ("bearer", "basic") else value)
+        if _CREDENTIAL_HEADER.search(name):
+            values += header_credentials(name, value)
     return values
+
+
+def header_credentials(name: str, value: str) -> list[str]:
+    """The credentials one credential header carries: an `Authorization:
+    Bearer x` (or `Basic x`) header's `x`, a `Cookie` header whole and each of
+    its cookies' values, any other header's value."""
+    if "cookie" in name.lower():
+        return [value, *(c.partition("=")[2].strip() for c in value.split(";"))]
+    scheme, _, rest = value.partition(" ")
+    return [rest.strip() if rest and scheme.lower() in ("bearer", "basic") else value]
 
 
 # characters some JSON encoders escape beyond what JSON requires (Go's

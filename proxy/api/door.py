@@ -39,7 +39,7 @@ from proxy.config import CREDENTIAL_HEADERS
 from proxy.dialects import thinking_off
 from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError, upstream_error_body
 from proxy.exchange import Exchange, Planner
-from proxy.keymask import MIN_KEY_CHARS, KeyMask, credential_values
+from proxy.keymask import MIN_KEY_CHARS, KeyMask, credential_values, header_credentials
 from proxy.live import TurnWatcher
 from proxy.observability import truncate
 from proxy.reasoning.blocks import TextPart, ThinkingBlock, Turn, map_texts
@@ -424,17 +424,13 @@ def quoted_credentials(headers: list[tuple[str, str]], turn: Turn) -> KeyMask | 
     client's own, on a route that forwards them) when the turn quotes one,
     else None: most requests carry no key long enough to mask, and most
     turns quote none, so most requests build no mask."""
-    values: list[str] = []
-    for name, value in headers:
-        lowered = name.lower()
-        if lowered not in CREDENTIAL_HEADERS:
-            continue
-        if lowered == "cookie":  # the header whole, and each cookie's value
-            values += credential_values((), [(name, value)])
-            continue
-        scheme, _, rest = value.partition(" ")
-        values.append(rest.strip() if rest and scheme.lower() in ("bearer", "basic") else value)
-    values = [v for v in values if len(v) >= MIN_KEY_CHARS]
+    values = [
+        v
+        for name, value in headers
+        if name.lower() in CREDENTIAL_HEADERS
+        for v in header_credentials(name, value)
+        if len(v) >= MIN_KEY_CHARS
+    ]
     if not values:
         return None
     for part in turn.parts:
