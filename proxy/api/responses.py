@@ -91,6 +91,7 @@ from proxy.doors.responses.request import (
     Options,
     Translation,
     read_options,
+    refuse_upstream_state,
     translate,
 )
 from proxy.errors import BadRequest, NotFound, ProxyError
@@ -201,6 +202,7 @@ class ResponsesEndpoint(Door):
     ) -> tuple[Exchange, Translation]:
         """The request (its previous_response_id chain first) translated to
         chat and planned as a chat completion. `counting`: for its tokens only."""
+        refuse_upstream_state(body)
         chain = await self._chain(tenant, options.previous_response_id, refresh=not counting)
         prior = prior_items(chain)
         wanted = references(body.get("input"))
@@ -247,7 +249,9 @@ class ResponsesEndpoint(Door):
         continued = body.get("previous_response_id") is not None or body.get("conversation")
         if settings.include_in_context is not False and not continued:
             scoped = request_conversation_id(headers) is not None
-            before = await self._restore_dropped(ex, scoped, turns, ours)
+            # (with `store` on, the items the upstream stored go by id alone)
+            by_id = body.get("store") is not False
+            before = await self._restore_dropped(ex, scoped, turns, ours, by_id)
             if before:
                 body = {**body, "input": with_reasoning(body["input"], before)}
         ex.payload, ignored = native_request(
@@ -270,14 +274,15 @@ class ResponsesEndpoint(Door):
         return ex
 
     async def _restore_dropped(
-        self, ex: Exchange, scoped: bool, turns: list[InputTurn], ours: Opens
+        self, ex: Exchange, scoped: bool, turns: list[InputTurn], ours: Opens, by_id: bool
     ) -> dict[int, list[dict[str, Any]]]:
         """The upstream's reasoning items of the turns whose function calls
         the client sent without them (a framework that keeps only messages
         and calls), from the stored turns that made those calls through a
         route to this upstream, found by call_id in the caller's tenant: by
         input position, to go before the turn's first item. `turns` note
-        what was found."""
+        what was found. `by_id`: the request has `store` on, so the items
+        the upstream stored go back by id alone."""
         wanted = [t.wanted for t in turns if t.wanted is not None]
         if not wanted:
             return {}
@@ -297,7 +302,7 @@ class ResponsesEndpoint(Door):
             turn = found.get(t.note.position)
             if turn is None or turn.route not in same:
                 continue
-            items = stored_reasoning(turn, ours)
+            items = stored_reasoning(turn, ours, by_id=by_id)
             t.note.stored = True
             t.note.restored = len(items)
             if items:
@@ -311,6 +316,7 @@ class ResponsesEndpoint(Door):
                 hidden=not ex.settings.include_in_response or ex.settings.output == "none",
                 max_line_bytes=self.rt.config.limits.max_sse_line_bytes,
                 mask=self.rt.key_mask,
+                kept_upstream=ex.payload.get("store") is not False,  # the API's default
             )
             await forward_native(self, ex, trace, state, reader, "/responses")
             return

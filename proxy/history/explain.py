@@ -108,11 +108,14 @@ NATIVE: dict[str, dict[str, str]] = {
     "responses": {
         "restored": (
             "the function calls came without their reasoning items: the upstream's own "
-            "items (with encrypted_content) restored from the stored turn before them"
+            "items (with encrypted_content, else by the id the upstream stored them "
+            "under) restored from the stored turn before them"
         ),
         "unusable": (
             "the stored turn's reasoning has no encrypted_content to send back (the "
-            "request that made it did not ask for include: reasoning.encrypted_content)"
+            "request that made it did not ask for include: reasoning.encrypted_content), "
+            "nor an id the upstream can read it by (that request, or this one, had "
+            "store: false)"
         ),
         "left_out": (
             "a reasoning item of this proxy's own (an answer from a chat route, its "

@@ -15,7 +15,9 @@ upstream that is itself a reasoning-proxy sealed it, and opens it. An
 earlier turn whose function calls come without reasoning items gets the
 upstream's own back from the stored turn (`input_turns` finds them,
 `stored_reasoning` writes a stored turn's items with their
-`encrypted_content`, `with_reasoning` puts them before the turn).
+`encrypted_content`, or by id alone when the upstream stored them and the
+request lets it read its stored items, `with_reasoning` puts them before
+the turn).
 
 The answer (`NativeResponses`): models served raw put their reasoning in
 the answer text as `<think>...</think>`. Tagged reasoning in a message's
@@ -77,6 +79,9 @@ from proxy.settings import ReasoningSettings
 Json = dict[str, Any]
 # the `format` of a stored reasoning item the upstream sent with encrypted_content
 RESPONSES_FORMAT = "openai-responses-v1"
+# a stored reasoning item the upstream keeps itself (made with `store` on),
+# known there by its id alone: {"type": KEPT_UPSTREAM, "id": ..., "format": ...}
+KEPT_UPSTREAM = "reasoning.stored"
 Opens = Callable[[str], bool]  # an envelope this proxy sealed for the caller's tenant
 OPEN, DONE, FAILED = "open", "done", "failed"
 _ENDS = {
@@ -234,13 +239,18 @@ def _input_turn(run: list[tuple[int, Json]], ours: Opens) -> InputTurn:
     return InputTurn(note, AssistantMessage(note.position, text, ids, named, None))
 
 
-def stored_reasoning(turn: Turn, ours: Opens) -> list[Json]:
+def stored_reasoning(turn: Turn, ours: Opens, *, by_id: bool = False) -> list[Json]:
     """A stored turn's reasoning items as the upstream made them: those it
     sent with `encrypted_content` (asked for with `include`), with their ids;
-    never this proxy's envelopes."""
+    never this proxy's envelopes. `by_id`: the request has `store` on, so the
+    items the upstream stored (made with `store` on) go by their id alone."""
     out: list[Json] = []
     for block in turn.thinking:
         for item in block.encrypted or ():
+            if item.get("type") == KEPT_UPSTREAM:
+                if by_id and isinstance(item.get("id"), str):
+                    out.append({"type": "reasoning", "id": item["id"], "summary": []})
+                continue
             data = item.get("data")
             if item.get("format") != RESPONSES_FORMAT or not isinstance(data, str) or not data:
                 continue
@@ -314,9 +324,13 @@ class NativeResponses:
         hidden: bool = False,
         max_line_bytes: int = 4 * 1024 * 1024,
         mask: KeyMask | None = None,
+        kept_upstream: bool = False,
     ) -> None:
         self.tags = tags
         self.hidden = hidden
+        # the request had `store` on: the upstream keeps its reasoning items,
+        # and the stored turn notes their ids (`stored_reasoning`)
+        self.kept_upstream = kept_upstream
         # route keys: a text delta's tail that could begin one waits (`_unheld`)
         self._mask = mask
         self._held: Json | None = None
@@ -698,7 +712,7 @@ class NativeResponses:
         """The response as a stored turn."""
         response = self._response or {}
         output = [self._full[i] for i in sorted(self._full)]
-        return turn_of(response, output, self.state, self._ours)
+        return turn_of(response, output, self.state, self._ours, self.kept_upstream)
 
 
 def _text_delta(m: _Message, event: Json) -> Json:
@@ -770,9 +784,20 @@ def _reasoning_text(item: Json) -> str:
 _FINISH = {"completed": "stop", "incomplete": "length", "failed": None}
 
 
-def turn_of(response: Json, output: list[Any], state: str, ours: set[str]) -> Turn:
+def _kept_upstream(item: Json, kept: bool) -> tuple[Json, ...] | None:
+    """A reasoning item the upstream stored (`kept`), by its id."""
+    item_id = item.get("id")
+    if not kept or not isinstance(item_id, str) or not item_id:
+        return None
+    return ({"type": KEPT_UPSTREAM, "id": item_id, "format": RESPONSES_FORMAT},)
+
+
+def turn_of(
+    response: Json, output: list[Any], state: str, ours: set[str], kept: bool = False
+) -> Turn:
     """A Response's output items as a Turn (`ours`: the ids of the reasoning
-    items split off tagged text)."""
+    items split off tagged text; `kept`: the upstream stored the response, so
+    a reasoning item without `encrypted_content` is still known there by id)."""
     parts: list[Part] = []
     for item in output:
         if not isinstance(item, dict):
@@ -790,7 +815,7 @@ def turn_of(response: Json, output: list[Any], state: str, ours: set[str]) -> Tu
                     },
                 )
                 if isinstance(encrypted, str) and encrypted
-                else None
+                else _kept_upstream(item, kept and item.get("id") not in ours)
             )
             text = _reasoning_text(item)
             if text or opaque:

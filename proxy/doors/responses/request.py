@@ -10,7 +10,8 @@ request's own) into chat messages:
   system message at the start;
 - a run of assistant-side items (reasoning, assistant messages, function
   and custom tool calls) becomes one assistant message, as the upstream
-  produced it: its text, its tool calls, and the reasoning of its reasoning
+  produced it: its text (the messages' texts joined by a newline, as a
+  message's parts are), its tool calls, and the reasoning of its reasoning
   items in `reasoning_content`: what a sealed `encrypted_content` holds (the
   text and the upstream's own artefacts, put back verbatim as
   `reasoning_details`), else the summary text the client kept;
@@ -21,10 +22,12 @@ request's own) into chat messages:
 
 Malformed input (a wrong type, a message without content, an output whose
 `call_id` matches no call) is a BadRequest naming the field, before anything
-goes upstream. A user message whose parts were all dropped is left out (no
-empty message goes upstream); input with nothing left is a BadRequest
-naming what was dropped. Fields and item types a chat upstream has no use for are
-dropped and named (`X-Proxy-Dropped-Fields`), never refused.
+goes upstream, and so is `conversation` (`refuse_upstream_state`): a chat
+upstream keeps no conversation to continue. A user message whose parts
+were all dropped is left out (no empty message goes upstream); input with
+nothing left is a BadRequest naming what was dropped. Fields and item types
+a chat upstream has no use for are dropped and named
+(`X-Proxy-Dropped-Fields`), never refused.
 """
 
 from __future__ import annotations
@@ -147,6 +150,22 @@ def read_options(body: Json) -> Options:
     )
 
 
+def refuse_upstream_state(body: Json) -> None:
+    """A BadRequest for `conversation` (OpenAI's Conversations API: the
+    upstream prepends the conversation's items and appends the new ones),
+    which a chat upstream has no state for: dropped, the answer would come
+    without the conversation's history."""
+    if body.get("conversation") is not None:
+        raise BadRequest(
+            "conversation needs an upstream that keeps conversations (a route with "
+            "api: responses); this model's route goes to a Chat Completions upstream. "
+            "Send the history in input, or continue a stored response with "
+            "previous_response_id (X-Conversation-Id names the proxy's own conversation).",
+            param="conversation",
+            code="unsupported_parameter",
+        )
+
+
 def input_items(body: Json) -> list[Json]:
     """The request's `input` as a list of items (a string is one user message)."""
     value = body.get("input")
@@ -190,12 +209,7 @@ def translate(body: Json, prior: list[Json], open_envelope: Opener) -> Translati
     payload: Json = {"messages": messages}
     if body.get("model") is not None:
         payload["model"] = body["model"]
-    offered: list[Json] = []
-    choice: Any = None
-    if tools.tools:
-        offered, choice = chat_tool_choice(
-            body.get("tool_choice"), tools.tools, tools.names, dropped
-        )
+    offered, choice = chat_tool_choice(body.get("tool_choice"), tools.tools, tools.names, dropped)
     if offered:
         payload["tools"] = offered
         if choice is not None:
@@ -447,7 +461,9 @@ class _Assistant:
                 self.artefacts.setdefault(key, value)
 
     def message(self) -> Json | None:
-        text = "".join(self.texts)
+        # each assistant message item's text, a newline between them (as
+        # between the parts of one): "Hello." and "World" never run together
+        text = "\n".join(t for t in self.texts if t)
         if not text and not self.tool_calls:
             return None  # reasoning alone is no message: the upstream never made one
         message: Json = {"role": "assistant", "content": text or None}

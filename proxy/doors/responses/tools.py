@@ -254,9 +254,15 @@ def chat_tool_choice(
     functions) and `tool_choice` (None: leave it out). An `allowed_tools`
     choice keeps the tools it names (a `namespace` entry: its members) and
     its mode: chat has no list of allowed tools, so the others are not sent
-    (with none left, no tools go, and a `required` mode is named dropped)."""
+    (with none left, no tools go, and a `required` mode is named dropped).
+    With no tool to offer at all (hosted ones only), a choice that forces
+    one (`required`, a hosted tool's) is named dropped too."""
     if choice is None:
         return tools, None
+    if not tools:
+        if choice == "required" or (isinstance(choice, dict) and choice.get("mode") != "auto"):
+            dropped.append("tool_choice")
+        return [], None
     if choice in _CHOICE_MODES:
         return tools, choice
     if isinstance(choice, dict):
