@@ -138,6 +138,17 @@ def test_conversation_to_a_chat_upstream_is_a_400_naming_it(
     assert upstream.requests == []  # nothing went upstream
 
 
+def test_a_stored_prompt_template_to_a_chat_upstream_is_a_400_naming_it(
+    sdk: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    # the answer would come without the template's instructions
+    with pytest.raises(openai.BadRequestError) as caught:
+        sdk.responses.create(model="m", input="Hi", prompt={"id": "pmpt_1", "version": "2"})
+    assert (caught.value.param, caught.value.code) == ("prompt", "unsupported_parameter")
+    assert "instructions" in caught.value.message
+    assert upstream.requests == []
+
+
 def test_a_null_conversation_is_no_conversation(proxy: ProxyServer, upstream: FakeUpstream) -> None:
     response = httpx.post(
         f"{proxy.url}/responses",

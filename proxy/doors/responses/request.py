@@ -22,8 +22,9 @@ request's own) into chat messages:
 
 Malformed input (a wrong type, a message without content, an output whose
 `call_id` matches no call) is a BadRequest naming the field, before anything
-goes upstream, and so is `conversation` (`refuse_upstream_state`): a chat
-upstream keeps no conversation to continue. A user message whose parts
+goes upstream, and so are `conversation` and `prompt`
+(`refuse_upstream_state`): a chat upstream keeps no conversation or prompt
+template to use. A user message whose parts
 were all dropped is left out (no empty message goes upstream); input with
 nothing left is a BadRequest naming what was dropped. Fields and item types
 a chat upstream has no use for are dropped and named
@@ -150,20 +151,30 @@ def read_options(body: Json) -> Options:
     )
 
 
+# fields whose meaning is state the upstream keeps (OpenAI's Conversations
+# API, its stored prompt templates): a chat upstream has none, and dropping
+# them would answer without the history or the instructions they name
+_UPSTREAM_STATE = {
+    "conversation": (
+        "conversation needs an upstream that keeps conversations (a route with "
+        "api: responses); this model's route goes to a Chat Completions upstream. "
+        "Send the history in input, or continue a stored response with "
+        "previous_response_id (X-Conversation-Id names the proxy's own conversation)."
+    ),
+    "prompt": (
+        "prompt (a stored prompt template) needs an upstream that keeps them (a route "
+        "with api: responses); this model's route goes to a Chat Completions upstream. "
+        "Send the template's text in instructions or input."
+    ),
+}
+
+
 def refuse_upstream_state(body: Json) -> None:
-    """A BadRequest for `conversation` (OpenAI's Conversations API: the
-    upstream prepends the conversation's items and appends the new ones),
-    which a chat upstream has no state for: dropped, the answer would come
-    without the conversation's history."""
-    if body.get("conversation") is not None:
-        raise BadRequest(
-            "conversation needs an upstream that keeps conversations (a route with "
-            "api: responses); this model's route goes to a Chat Completions upstream. "
-            "Send the history in input, or continue a stored response with "
-            "previous_response_id (X-Conversation-Id names the proxy's own conversation).",
-            param="conversation",
-            code="unsupported_parameter",
-        )
+    """A BadRequest for a field that names state the upstream keeps
+    (`_UPSTREAM_STATE`), which a chat upstream does not have."""
+    for name, message in _UPSTREAM_STATE.items():
+        if body.get(name) is not None:
+            raise BadRequest(message, param=name, code="unsupported_parameter")
 
 
 def input_items(body: Json) -> list[Json]:
