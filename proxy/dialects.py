@@ -40,13 +40,14 @@ Provider formats, as their documentation describes them:
   as given.
 - deepseek: `reasoning_content` in responses; thinking mode on by default,
   toggled with `thinking: {"type": "enabled" | "disabled"}`; effort with
-  `reasoning_effort` (minimal/low -> low, medium/high/xhigh -> high by the
-  API's own table); no thinking budget; "for turns that do perform tool
-  calls, the reasoning_content must be fully passed back to the API in all
-  subsequent requests", a turn being everything between two user messages,
-  its final answer too (the zh-cn page: the reasoning_content of every
-  assistant message between two user messages with tool calls between them
-  goes back), `""` accepted, else 400
+  `reasoning_effort` low/high/max (minimal/low -> low, medium/high/xhigh ->
+  high, max -> max by the API's own table; so the settings' top effort,
+  xhigh, goes as max, else nothing would reach it); no thinking budget; "for
+  turns that do perform tool calls, the reasoning_content must be fully
+  passed back to the API in all subsequent requests", a turn being
+  everything between two user messages, its final answer too (the zh-cn
+  page: the reasoning_content of every assistant message between two user
+  messages with tool calls between them goes back), `""` accepted, else 400
   (https://api-docs.deepseek.com/guides/thinking_mode).
 - kimi: `reasoning_content` must stay on assistant tool-call messages, else
   400 "thinking is enabled but reasoning_content is missing in assistant tool
@@ -271,7 +272,7 @@ DIALECTS: dict[str, Dialect] = {
             whole_tool_turns=True,
             params=(
                 ParamRule("effort", ("thinking", "type"), "enabled"),
-                _EFFORT,
+                ParamRule("effort", ("reasoning_effort",), value_map=(("xhigh", "max"),)),
                 _THINKING_OFF,
             ),
         ),
@@ -601,18 +602,34 @@ def request_params(dialect: Dialect, settings: ReasoningSettings, model: str = "
     return plan_params(dialect, settings, model).params
 
 
+def _switches_off(rule: ParamRule) -> bool:
+    """An off switch that stops thinking: one with an "on" position, or an
+    effort of `none` (not a lowest effort standing in for one)."""
+    return rule.setting == "enabled" and (rule.on is not None or rule.value == "none")
+
+
 # Body fields that switch a model's thinking off, as (path, value), whoever
 # wrote them (the client, or a setting's off switch): a reply to such a
 # request does not start inside the reasoning, so a route's
 # `implicit_open_tag` does not apply to it (a Qwen3 template with thinking
 # off closes the empty block in the prompt; the reply has no `</think>`).
-THINKING_OFF: tuple[tuple[tuple[str, ...], Any], ...] = (
-    (("chat_template_kwargs", "enable_thinking"), False),  # vLLM, SGLang
-    (("enable_thinking",), False),  # DashScope
-    (("reasoning_effort",), "none"),  # OpenAI-compatible servers, Groq, Ollama
-    (("thinking", "type"), "disabled"),  # DeepSeek, Kimi, GLM
-    (("reasoning", "enabled"), False),  # OpenRouter, Together
-    (("reasoning", "effort"), "none"),  # OpenRouter
+# The dialects' off switches (`chat_template_kwargs.enable_thinking`,
+# `enable_thinking`, `reasoning.enabled` false, `thinking.type` disabled,
+# `reasoning_effort` none), and what the table does not write:
+# OpenRouter's `reasoning.effort` none.
+THINKING_OFF: tuple[tuple[tuple[str, ...], Any], ...] = tuple(
+    dict.fromkeys(
+        [
+            *(
+                (rule.path, rule.value)
+                for dialect in DIALECTS.values()
+                for rules in (dialect.params, *(f.params for f in dialect.families))
+                for rule in rules
+                if _switches_off(rule)
+            ),
+            (("reasoning", "effort"), "none"),
+        ]
+    )
 )
 
 

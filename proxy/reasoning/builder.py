@@ -6,7 +6,8 @@ source), the end of a tagged block, visible text, tool-call deltas,
 builder keeps them as ordered parts and turns them into a frozen `Turn` at
 the end: block texts trimmed, empty blocks dropped, opaque detail items
 attached to the block they follow. Each thinking block is a block of its
-own, its items kept whole for verbatim round trips. Reasoning past the
+own, its items kept whole for verbatim round trips (without the `index`
+their streamed pieces were joined by). Reasoning past the
 per-turn bound is cut there (the turn says `reasoning_truncated`).
 """
 
@@ -267,8 +268,11 @@ class TurnBuilder:
         thought = "".join(p.texts).strip()
         if p.shadow and (not thought or "".join(thought.split()) in native):
             return None  # the tagged copy says what the native reasoning said
-        if p.source == "thinking_blocks":  # the items are the block, kept whole
-            opaque = tuple(dict(d) for d in p.details)
+        if p.source == "thinking_blocks":
+            # the items are the block, kept whole but for the `index` a
+            # stream numbered its pieces with (no key of a block: LiteLLM's
+            # and Anthropic's blocks have none, and the latter refuse one)
+            opaque = tuple({k: v for k, v in d.items() if k != "index"} for d in p.details)
         else:
             opaque = tuple(dict(d) for d in p.details if is_opaque_detail(d))
         if not thought and not opaque and not p.signature:

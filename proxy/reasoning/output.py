@@ -8,7 +8,9 @@ separator found in a delta or message, in order:
 - `reasoning`: the text in `reasoning` (newer vLLM, OpenRouter, Groq clients);
 - `think_tags`: `<think>\\n...\\n</think>\\n\\n` inline in `content`, the
   tags never split across deltas: a block opens with its first reasoning and
-  closes before the answer text, a tool call or the end that follows it;
+  closes before the answer text, a tool call or the end that follows it (a
+  block after answer text closes with no blank line: the answer without
+  its blocks is the answer);
 - `reasoning_details`: OpenRouter's typed list, one `reasoning.text` item
   index per block; `thinking_blocks` become `reasoning.text` items with their
   signature and `reasoning.encrypted` items (redacted blocks). One choice's
@@ -48,7 +50,10 @@ _INNER_CLOSE = re.compile(r"</(think)>", re.IGNORECASE)
 _ESCAPED = "<\u200b/\\1>"
 _ESCAPED_CLOSE = re.compile("<\u200b/(think)>", re.IGNORECASE)
 _CLOSE_TAG = "</think>"
-_AFTER_CLOSE = "\n\n"  # between the closed block and the answer text that follows it
+# between a block that leads the answer and the answer (Qwen3's and
+# DeepSeek-R1's templates write it so); a block in the middle of the answer
+# gets nothing there, so that the answer without its blocks is the answer
+_AFTER_CLOSE = "\n\n"
 _TEXT_FIELDS = ("reasoning_content", "reasoning", "thinking")
 V, R = 0, 1  # segment kinds, as channels writes them
 
@@ -63,12 +68,24 @@ def unescape_inner_close(reasoning: str) -> str:
 class ShapeWriter:
     """Writes one choice's reasoning in a shape other than the default."""
 
-    __slots__ = ("gap", "held", "index", "moved", "open", "sealed", "shape", "taken", "used")
+    __slots__ = (
+        "answered",
+        "gap",
+        "held",
+        "index",
+        "moved",
+        "open",
+        "sealed",
+        "shape",
+        "taken",
+        "used",
+    )
 
     def __init__(self, shape: Output) -> None:
         self.shape = shape
         self.open = False  # think_tags: a <think> block is open on the wire
         self.held = ""  # think_tags: reasoning that may begin a `</think>` (next delta decides)
+        self.answered = False  # think_tags: answer text was written (a block is mid-answer)
         # reasoning_details: the index of the current block, whether one was
         # written, whether something else came since (a new block follows),
         # and whether the last thinking block was sealed by its signature
@@ -126,7 +143,11 @@ class ShapeWriter:
             else:
                 if self.open:
                     self.open = False
-                    out += (self._release(), THINK_CLOSE, _AFTER_CLOSE)
+                    out += (self._release(), THINK_CLOSE)
+                    if not self.answered:  # the block leads the answer, as templates write it
+                        out.append(_AFTER_CLOSE)
+                if text and not text.isspace():
+                    self.answered = True
                 out.append(text)
         if self.open and closing:
             self.open = False

@@ -76,9 +76,7 @@ ROWS = [
     Row("deepseek", "deepseek-v4-pro", {}, {}),
     Row("deepseek", "deepseek-v4-pro", OFF, THINKING_OFF),
     Row("deepseek", "deepseek-v4-pro", effort("high"), {**THINKING_ON, "reasoning_effort": "high"}),
-    Row(
-        "deepseek", "deepseek-v4-pro", effort("xhigh"), {**THINKING_ON, "reasoning_effort": "xhigh"}
-    ),
+    Row("deepseek", "deepseek-v4-pro", effort("xhigh"), {**THINKING_ON, "reasoning_effort": "max"}),
     Row("deepseek", "deepseek-v4-pro", effort("none"), THINKING_OFF),
     Row("deepseek", "deepseek-v4-pro", budget(100), {}, "max_tokens"),
     # kimi: K2.5 and later turn thinking off; no effort, no budget
