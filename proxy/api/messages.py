@@ -45,11 +45,12 @@ from proxy.api.door import Door
 from proxy.api.encoder import Encoder
 from proxy.api.failures import read_failure_error, upstream_status
 from proxy.api.messages_native import native_headers
-from proxy.api.native import forward_native
+from proxy.api.native import count_restored, forward_native
 from proxy.api.relay import Progress
 from proxy.api.trace import Trace, TracedEndpoint
 from proxy.doors.messages.native import (
     NativeReader,
+    counted_payload,
     native_params,
     native_request,
     stored_thinking,
@@ -65,7 +66,7 @@ from proxy.errors import BadRequest, ProxyError
 from proxy.exchange import Exchange, Planner, parse_json_object
 from proxy.history.context import EgressPlan, request_texts, request_tokens_of, tools_text
 from proxy.history.egress import find_stored
-from proxy.history.explain import NativeTurn, native_notes
+from proxy.history.explain import NativeTurn, native_notes, turn_input
 from proxy.runtime import Runtime
 from proxy.sealing import Sealed
 from proxy.settings import header_overrides, request_conversation_id
@@ -74,10 +75,13 @@ from proxy.upstream import Upstream, UpstreamReadError, response_headers
 
 log = logging.getLogger("proxy.messages")
 
-# the planner's response headers that hold for a Messages upstream too
-NATIVE_EXTRA = frozenset(
-    ("x-context-tokens-effective", "x-context-tokens-raw", "x-conversation-id", "x-context-limit")
-)
+# the planner's response headers that hold for a Messages upstream too (its
+# context tokens are counted again, on the body sent)
+NATIVE_EXTRA = frozenset(("x-conversation-id", "x-context-limit"))
+# the name a Messages upstream's requests go under in X-Reasoning-Dialect,
+# the metrics and the inspector's notes: their reasoning is written as
+# Messages' own `thinking`, no chat dialect's
+NATIVE_DIALECT = "messages"
 DROPPED_FIELDS = "x-proxy-dropped-fields"
 DROPPED_TOOLS = "x-proxy-dropped-tools"
 
@@ -131,10 +135,16 @@ class MessagesEndpoint(Door):
         if route.api not in ("chat", "messages"):
             raise unsupported_api(route.api)
         tenant = rt.tenant(authorization)
+        native = route.api == "messages"
         # a Messages upstream's request is opened again below, and counted there
-        t = translate(body, self._opener(tenant, count=route.api == "chat"))
-        ex = await self.planner.chat(chat_headers(headers, t), _bytes(orjson.dumps(t.payload)))
-        if route.api == "messages":
+        t = translate(body, self._opener(tenant, count=not native))
+        payload = _bytes(orjson.dumps(t.payload))
+        # (to a Messages upstream the chat plan is not what is sent: what is
+        # sent is counted below, and the metrics of what is sent move there)
+        ex = await self.planner.chat(chat_headers(headers, t), payload, counting=native)
+        if native:
+            if rt.config.ui.show_prompts:
+                ex.request_input = turn_input(t.payload["messages"])
             return await self._native(ex, body, original, headers), None
         ex.name_output_limit()
         if "top_k" in ex.payload and not ex.dialect.top_k:
@@ -162,8 +172,10 @@ class MessagesEndpoint(Door):
     ) -> Exchange:
         """The exchange, planned like any other, turned to a Messages upstream:
         the client's own body (signatures opened, the reasoning settings
-        written as Messages parameters) and headers. `counting`: for a token
-        count (a signature that does not open is not counted again)."""
+        written as Messages parameters) and headers; its context tokens are
+        those of that body, and the turns whose stored thinking was restored
+        or not are counted (`reinjected`, `stripped`, dialect `messages`).
+        `counting`: for a token count (nothing is counted in the metrics)."""
         params = native_params(ex.settings, header_overrides(headers))
         opener = self._opener(ex.key.tenant, count=not counting)
         ex.payload, turns = native_request(body, opener, params)
@@ -174,17 +186,29 @@ class MessagesEndpoint(Door):
         # what went upstream of each earlier turn's thinking, and why (the
         # chat planning's notes speak of a chat dialect, which this is not)
         notes = native_notes(
-            "messages",
+            NATIVE_DIALECT,
             list(turns.values()),
             include=settings.include_in_context,
             strip=settings.strip_from_context,
         )
         plan = ex.plan
-        ex.plan = EgressPlan(plan.result, plan.effective, plan.raw, plan.compressed, notes)
+        effective = await count_chat(self.rt, counted_payload(ex.payload))
+        # raw: with every known reasoning, the chat plan's (what the proxy
+        # knows of the request's reasoning), never less than what is sent
+        raw = max(plan.raw, effective)
+        ex.plan = EgressPlan(plan.result, effective, raw, None, notes)
+        if not counting:
+            count_restored(self.rt.metrics, NATIVE_DIALECT, turns.values())
         ex.stream = ex.payload.get("stream") is True
         ex.upstream_headers = native_headers(original, ex.route)
         # what the chat planning said about a chat dialect does not apply
-        ex.extra_headers = [(k, v) for k, v in ex.extra_headers if k in NATIVE_EXTRA]
+        kept = [(k, v) for k, v in ex.extra_headers if k in NATIVE_EXTRA]
+        ex.extra_headers = [
+            ("x-context-tokens-effective", str(effective)),
+            ("x-context-tokens-raw", str(raw)),
+            *kept,
+            ("x-reasoning-dialect", NATIVE_DIALECT),
+        ]
         return ex
 
     async def _restore_dropped(
@@ -192,20 +216,27 @@ class MessagesEndpoint(Door):
     ) -> None:
         """Assistant tool-use turns the client sent without their thinking get
         it back from the store, with the upstream's signature (a Messages
-        upstream wants the thinking of a tool-use turn); `turns` note it."""
+        upstream wants the thinking of a tool-use turn), from turns made
+        through a route to this same upstream (a signature is valid only
+        where it was made); `turns` note it."""
         messages = ex.payload.get("messages")
         if not isinstance(messages, list):
             return
         wanted = unsigned_tool_turns(messages)
         if not wanted:
             return
+        upstream = ex.route.upstream
+        same = {
+            r.name for r in self.rt.config.routes if r.api == "messages" and r.upstream == upstream
+        }
         try:
             found = await find_stored(self.rt.store, ex.key, scoped, wanted)
         except StoreFailure as exc:
             self.rt.health.failed("lookup", exc)
             return
         for position, turn in found.items():
-            blocks = stored_thinking(turn)
+            # another upstream's signatures are no use here
+            blocks = stored_thinking(turn) if turn.route in same else []
             note = turns.get(position)
             if note is not None:
                 note.stored = True
@@ -365,14 +396,14 @@ class CountTokensEndpoint(TracedEndpoint):
                 answer = _counted(ex.plan.effective)
             else:
                 answer = None
+                ex = await self.door._native(ex, body, original, headers, counting=True)
                 if self._uncounted.get(route.name, 0.0) <= time.monotonic():
-                    ex = await self.door._native(ex, body, original, headers, counting=True)
                     answer = await self._upstream_count(ex, trace)
                     if answer is None:
                         self._uncounted[route.name] = time.monotonic() + NO_COUNT_MEMO
                 if answer is None:  # the upstream has no count_tokens: the proxy counts
                     trace.fields["counted_by"] = "proxy"
-                    answer = _counted(await self._count(t.payload))
+                    answer = _counted(ex.plan.effective)
         except ProxyError as exc:
             trace.fields["error"] = exc.code
             await send_anthropic_error(trace.send, exc)
@@ -420,8 +451,9 @@ class CountTokensEndpoint(TracedEndpoint):
         trace.fields["counted_by"] = "upstream"
         return status, body, headers
 
-    async def _count(self, payload: dict[str, Any]) -> int:
-        """The translated request's tokens, every reasoning it holds included."""
-        messages, tools = payload["messages"], tools_text(payload.get("tools"))
-        await self.rt.count.warm(request_texts(messages, tools))  # long texts off the event loop
-        return request_tokens_of(messages, tools, self.rt.count)
+
+async def count_chat(rt: Runtime, payload: dict[str, Any]) -> int:
+    """A chat payload's tokens, every reasoning it holds included."""
+    messages, tools = payload["messages"], tools_text(payload.get("tools"))
+    await rt.count.warm(request_texts(messages, tools))  # long texts off the event loop
+    return request_tokens_of(messages, tools, rt.count)

@@ -15,6 +15,7 @@ turns an OpenAI-shaped error body into the door's error shape.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
@@ -24,6 +25,8 @@ from proxy.api.relay import ErrorShape, Progress, StreamReader, StreamRelay
 from proxy.api.trace import Trace
 from proxy.errors import UpstreamError
 from proxy.exchange import Exchange
+from proxy.history.explain import NativeTurn
+from proxy.observability import Metrics
 from proxy.reasoning.blocks import Turn
 from proxy.upstream import Response, response_headers
 
@@ -35,6 +38,23 @@ class NativeReader(StreamReader, Protocol):
     def whole(self, body: dict[str, Any]) -> dict[str, Any]:
         """A whole answer, normalized; its turn is read."""
         ...
+
+
+def count_restored(metrics: Metrics, api: str, turns: Iterable[NativeTurn]) -> None:
+    """The reasoning counters of a request that goes as it is (its chat plan's
+    do not apply): under dialect `api`, `reinjected` the turns that got their
+    reasoning back from the store, `stripped` those whose stored turn gave
+    none to send."""
+    reinjected = stripped = 0
+    for turn in turns:
+        if turn.restored:
+            reinjected += 1
+        elif turn.stored:
+            stripped += 1
+    if reinjected:
+        metrics.child(metrics.reinjected, api).inc(reinjected)
+    if stripped:
+        metrics.child(metrics.stripped, api).inc(stripped)
 
 
 async def forward_native(

@@ -96,8 +96,9 @@ NATIVE: dict[str, dict[str, str]] = {
             "needs: restored from the stored turn with the upstream's signature"
         ),
         "unusable": (
-            "the stored turn holds no thinking with the upstream's signature "
-            "(a Messages upstream takes none without one)"
+            "the stored turn holds no thinking with this upstream's signature (it was "
+            "made through a route to another upstream, or came without one: a Messages "
+            "upstream takes none without it)"
         ),
         "left_out": (
             "a thinking block whose signature did not open (another tenant's, another "

@@ -9,6 +9,8 @@ as Messages parameters where the body does not set them itself
 (`thinking`, `output_config.effort`). A tool-use turn sent without its
 thinking gets the stored one back (`unsigned_tool_turns` finds them,
 `stored_thinking` writes a stored turn's blocks with their signatures).
+The body as sent is counted (X-Context-Tokens-*, count_tokens) on its
+`counted_payload`.
 
 The response passes through with one change: each thinking block's
 signature becomes a sealed envelope of its text and the upstream's
@@ -39,7 +41,7 @@ from typing import Any, cast
 
 import orjson
 
-from proxy.doors.messages.request import Opener
+from proxy.doors.messages.request import Opener, translate
 from proxy.doors.messages.shapes import error_from_openai
 from proxy.history.egress import AssistantMessage
 from proxy.history.explain import NativeTurn
@@ -48,6 +50,7 @@ from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall, Turn
 from proxy.reasoning.normalizer import StreamFailure
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, SSELineTooLong, encode_event
 from proxy.sealing import PREFIX as ENVELOPE_PREFIX
+from proxy.sealing import Sealed
 from proxy.settings import ReasoningSettings
 
 Json = dict[str, Any]
@@ -187,6 +190,41 @@ def _restore(position: int, message: Json, open_signature: Opener) -> tuple[Json
             turn.opened += 1
         blocks.append(block)
     return {**message, "content": blocks}, turn
+
+
+def counted_payload(body: Json) -> Json:
+    """The chat payload a body going to a Messages upstream is counted on
+    (`proxy.history.context`, as a chat route's request is): `translate`'s
+    for its system, messages and tools, each thinking block's own text (what
+    goes upstream) as its assistant message's reasoning, counted once; a
+    redacted block is opaque and counts nothing. (The body is one `translate`
+    took already, with well-formed blocks restored.)"""
+    texts: list[str] = []
+
+    def marked(block: Any) -> Any:
+        if isinstance(block, dict) and block.get("type") == "thinking":
+            thought = block.get("thinking")
+            texts.append(thought if isinstance(thought, str) else "")
+            return {**block, "signature": len(texts) - 1}
+        return block
+
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        messages = [
+            {**m, "content": [marked(b) for b in m["content"]]}
+            if isinstance(m, dict)
+            and m.get("role") == "assistant"
+            and isinstance(m.get("content"), list)
+            else m
+            for m in messages
+        ]
+
+    def opened(token: Any) -> Sealed | None:
+        return Sealed(texts[token]) if type(token) is int and 0 <= token < len(texts) else None
+
+    counted: Json = {k: body[k] for k in ("model", "system", "tools") if k in body}
+    counted["messages"] = messages
+    return translate(counted, opened, counting=True).payload
 
 
 def usage_as_chat(usage: Any) -> Json | None:
