@@ -845,3 +845,20 @@ def test_an_unchanged_run_after_a_rewritten_chunk_in_the_same_read() -> None:
     fast, _ = assert_same([read + b"data: [DONE]\n\n"], True)
     assert fast.turn().content == "bcde"
     assert fast._shapes
+
+
+def test_learning_stops_at_the_most_shapes_a_stream_keeps() -> None:
+    # chunks of six shapes (each its own id): four are learned, then the
+    # normalizer stops learning and parses the others, with the same result
+    events = [
+        {"id": f"c{n}", "choices": [{"index": 0, "delta": {"content": f"part {n}. "}}]}
+        for n in range(6)
+        for _ in range(2)
+    ]
+    body = b"".join(b"data: " + orjson.dumps(e) + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    fast, _ = assert_same([body], True)
+    assert [s.prefix for s in fast._shapes] == [
+        b'{"id":"c%d","choices":[{"index":0,"delta":{"content":"' % n for n in range(4)
+    ]
+    assert fast._learning == 0
+    assert fast.turn().content == "".join(f"part {n}. " * 2 for n in range(6))
