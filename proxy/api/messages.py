@@ -45,7 +45,7 @@ from proxy.api.door import Door
 from proxy.api.encoder import Encoder
 from proxy.api.failures import read_failure_error, upstream_status
 from proxy.api.messages_native import native_headers
-from proxy.api.native import count_restored, forward_native
+from proxy.api.native import count_chat, count_restored, forward_native
 from proxy.api.relay import Progress
 from proxy.api.trace import Trace, TracedEndpoint
 from proxy.doors.messages.native import (
@@ -64,7 +64,7 @@ from proxy.doors.messages.shapes import (
 from proxy.doors.messages.stream import MessagesEncoder
 from proxy.errors import BadRequest, ProxyError
 from proxy.exchange import Exchange, Planner, parse_json_object
-from proxy.history.context import EgressPlan, request_texts, request_tokens_of, tools_text
+from proxy.history.context import EgressPlan
 from proxy.history.egress import find_stored
 from proxy.history.explain import NativeTurn, native_notes, turn_input
 from proxy.runtime import Runtime
@@ -450,10 +450,3 @@ class CountTokensEndpoint(TracedEndpoint):
             return None
         trace.fields["counted_by"] = "upstream"
         return status, body, headers
-
-
-async def count_chat(rt: Runtime, payload: dict[str, Any]) -> int:
-    """A chat payload's tokens, every reasoning it holds included."""
-    messages, tools = payload["messages"], tools_text(payload.get("tools"))
-    await rt.count.warm(request_texts(messages, tools))  # long texts off the event loop
-    return request_tokens_of(messages, tools, rt.count)

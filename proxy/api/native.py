@@ -10,7 +10,9 @@ as the first event, or a failure before any, gets a real status; the turn is
 stored before the stream's last bytes; a client that leaves cancels the
 upstream request (the cut turn is stored as incomplete); route keys the
 upstream quotes are masked. Upstream errors keep their status; `error_body`
-turns an OpenAI-shaped error body into the door's error shape.
+turns an OpenAI-shaped error body into the door's error shape. What such a
+request sends is counted by the door on a chat payload of it (`count_chat`),
+and its restored reasoning under the API's name (`count_restored`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from proxy.api.relay import ErrorShape, Progress, StreamReader, StreamRelay
 from proxy.api.trace import Trace
 from proxy.errors import UpstreamError
 from proxy.exchange import Exchange
+from proxy.history.context import request_texts, request_tokens_of, tools_text
 from proxy.history.explain import NativeTurn
 from proxy.observability import Metrics
 from proxy.reasoning.blocks import Turn
@@ -32,12 +35,20 @@ from proxy.upstream import Response, response_headers
 
 if TYPE_CHECKING:
     from proxy.api.door import Door
+    from proxy.runtime import Runtime
 
 
 class NativeReader(StreamReader, Protocol):
     def whole(self, body: dict[str, Any]) -> dict[str, Any]:
         """A whole answer, normalized; its turn is read."""
         ...
+
+
+async def count_chat(rt: Runtime, payload: dict[str, Any]) -> int:
+    """A chat payload's tokens, every reasoning it holds included."""
+    messages, tools = payload["messages"], tools_text(payload.get("tools"))
+    await rt.count.warm(request_texts(messages, tools))  # long texts off the event loop
+    return request_tokens_of(messages, tools, rt.count)
 
 
 def count_restored(metrics: Metrics, api: str, turns: Iterable[NativeTurn]) -> None:

@@ -61,7 +61,7 @@ from proxy.api.asgi import (
 from proxy.api.conversations import caller_tenant
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
-from proxy.api.native import forward_native
+from proxy.api.native import count_chat, count_restored, forward_native
 from proxy.api.relay import Progress
 from proxy.api.trace import Trace, TracedEndpoint
 from proxy.doors.responses.encoder import ResponsesEncoder
@@ -79,6 +79,7 @@ from proxy.doors.responses.native import (
     InputTurn,
     NativeResponses,
     Opens,
+    counted_payload,
     input_turns,
     native_request,
     stored_reasoning,
@@ -98,7 +99,7 @@ from proxy.errors import BadRequest, NotFound, ProxyError
 from proxy.exchange import Exchange, parse_json_object
 from proxy.history.context import EgressPlan
 from proxy.history.egress import find_stored
-from proxy.history.explain import native_notes
+from proxy.history.explain import native_notes, turn_input
 from proxy.history.service import STORE_TIMEOUT
 from proxy.reasoning.blocks import Turn
 from proxy.runtime import Runtime
@@ -118,6 +119,13 @@ IGNORED_HEADER = "x-reasoning-ignored"
 ENABLED_HEADER = "x-reasoning-enabled"
 # a Responses effort the settings do not have -> the nearest they do
 _NEAREST_EFFORT = {"xhigh": "high", "max": "high"}
+# the planner's response headers that hold for a Responses upstream too (its
+# context tokens are counted again, on the body sent)
+NATIVE_EXTRA = frozenset(("x-conversation-id", "x-context-limit"))
+# the name a Responses upstream's requests go under in X-Reasoning-Dialect,
+# the metrics and the inspector's notes: their reasoning goes as the API's
+# own reasoning items, no chat dialect's
+NATIVE_DIALECT = "responses"
 _RESPONSE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 MISSING = "No response with that id."
 # a stored record's last write (epoch seconds): a chain in use is written
@@ -219,11 +227,19 @@ class ResponsesEndpoint(Door):
         return await self.planner.chat(planned, chat_body, counting=counting), translation
 
     async def _native(
-        self, headers: list[tuple[str, str]], body: dict[str, Any], tenant: str
+        self,
+        headers: list[tuple[str, str]],
+        body: dict[str, Any],
+        tenant: str,
+        *,
+        counting: bool = False,
     ) -> Exchange:
         """An exchange for a Responses upstream: planned from the input as far
-        as it translates (for the conversation, the settings and the context
-        accounting), sent as it came, with the settings applied."""
+        as it translates (for the conversation and the settings), sent as it
+        came, with the settings applied; its context tokens are those of that
+        body, and the turns whose stored reasoning was restored or not are
+        counted (`reinjected`, `stripped`, dialect `responses`). `counting`:
+        for a token count (nothing is counted in the metrics)."""
         # The upstream judges its own input (its encrypted reasoning, outputs of
         # calls in a response it stored): what does not translate plans as one
         # empty user message, and no envelope is counted as rejected.
@@ -239,7 +255,11 @@ class ResponsesEndpoint(Door):
         async def chat_body() -> bytes:
             return encoded
 
-        ex = await self.planner.chat(planned, chat_body)
+        # (the chat plan is not what is sent: what is sent is counted below,
+        # and the metrics of what is sent move there)
+        ex = await self.planner.chat(planned, chat_body, counting=True)
+        if self.rt.config.ui.show_prompts and not counting:
+            ex.request_input = turn_input(payload["messages"])
         if ownership.guarded(ex.route):
             await ownership.check_previous(self.rt, tenant, body.get("previous_response_id"))
         ours = self._ours(tenant)
@@ -260,15 +280,28 @@ class ResponsesEndpoint(Door):
         # what went upstream of each earlier turn's reasoning, and why (the
         # chat planning's notes speak of a chat dialect, which this is not)
         notes = native_notes(
-            "responses",
+            NATIVE_DIALECT,
             [t.note for t in turns],
             include=settings.include_in_context,
             strip=settings.strip_from_context,
         )
         plan = ex.plan
-        ex.plan = EgressPlan(plan.result, plan.effective, plan.raw, plan.compressed, notes)
+        effective = await count_chat(self.rt, counted_payload(ex.payload))
+        # raw: with every known reasoning, the chat plan's (what the proxy
+        # knows of the request's reasoning), never less than what is sent
+        raw = max(plan.raw, effective)
+        ex.plan = EgressPlan(plan.result, effective, raw, None, notes)
+        if not counting:
+            count_restored(self.rt.metrics, NATIVE_DIALECT, [t.note for t in turns])
         ex.stream = body.get("stream") is True
-        ex.extra_headers = [(k, v) for k, v in ex.extra_headers if k != IGNORED_HEADER]
+        # what the chat planning said about a chat dialect does not apply
+        kept = [(k, v) for k, v in ex.extra_headers if k in NATIVE_EXTRA]
+        ex.extra_headers = [
+            ("x-context-tokens-effective", str(effective)),
+            ("x-context-tokens-raw", str(raw)),
+            *kept,
+            ("x-reasoning-dialect", NATIVE_DIALECT),
+        ]
         if ignored:
             ex.extra_headers.append((IGNORED_HEADER, ", ".join(ignored)))
         return ex
@@ -300,9 +333,10 @@ class ResponsesEndpoint(Door):
         before: dict[int, list[dict[str, Any]]] = {}
         for t in turns:
             turn = found.get(t.note.position)
-            if turn is None or turn.route not in same:
+            if turn is None:
                 continue
-            items = stored_reasoning(turn, ours, by_id=by_id)
+            # another upstream's items are no use here (found, not restored)
+            items = stored_reasoning(turn, ours, by_id=by_id) if turn.route in same else []
             t.note.stored = True
             t.note.restored = len(items)
             if items:
@@ -438,6 +472,10 @@ class ResponsesAside(TracedEndpoint):
     body: routed by its model, passed through to a Responses upstream (which
     serves it itself), answered by `_chat` for a chat upstream."""
 
+    # the body to a Responses upstream holds the reasoning items
+    # /v1/responses restores (a turn's the client dropped)
+    restores = False
+
     def __init__(self, door: ResponsesEndpoint, passthrough: TracedEndpoint) -> None:
         self.door = door
         self.rt = door.rt
@@ -459,9 +497,18 @@ class ResponsesAside(TracedEndpoint):
                 # as to /v1/responses: the proxy's own reasoning items stay home
                 # (their envelopes mean nothing upstream)
                 tenant = rt.tenant(authorization)
+                if ownership.guarded(route):
+                    # (a compaction of another tenant's chain would give its items)
+                    previous = body.get("previous_response_id")
+                    await ownership.check_previous(rt, tenant, previous)
                 foreign = without_own_items(body, door._ours(tenant))
                 if foreign is not None:
                     raw = orjson.dumps(foreign)
+                if self.restores:
+                    # and the reasoning items /v1/responses would restore go too
+                    ex = await door._native(headers, body, tenant, counting=True)
+                    if any(t["action"] == "reinjected" for t in ex.plan.notes["messages"]):
+                        raw = orjson.dumps(ex.payload)
                 await self.passthrough._handle(scope, _replay(raw, receive), trace)
                 return
             if route.api != "chat":
@@ -493,9 +540,11 @@ class InputTokensEndpoint(ResponsesAside):
     upstream the request is counted as the Responses door would send it
     (translated, its previous_response_id chain included, planned with the
     route's dialect and the reasoning settings): the effective count, with
-    nothing sent upstream."""
+    nothing sent upstream. To a Responses upstream it goes as /v1/responses
+    would send its input: with the reasoning items restored there."""
 
     endpoint = "responses.input_tokens"
+    restores = True
 
     async def _chat(
         self, headers: list[tuple[str, str]], body: dict[str, Any], options: Options, tenant: str

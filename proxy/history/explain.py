@@ -113,10 +113,11 @@ NATIVE: dict[str, dict[str, str]] = {
             "under) restored from the stored turn before them"
         ),
         "unusable": (
-            "the stored turn's reasoning has no encrypted_content to send back (the "
-            "request that made it did not ask for include: reasoning.encrypted_content), "
-            "nor an id the upstream can read it by (that request, or this one, had "
-            "store: false)"
+            "the stored turn's reasoning is not this upstream's to read (it was made "
+            "through a route to another upstream), or has no encrypted_content to send "
+            "back (the request that made it did not ask for include: "
+            "reasoning.encrypted_content), nor an id the upstream can read it by (that "
+            "request, or this one, had store: false)"
         ),
         "left_out": (
             "a reasoning item of this proxy's own (an answer from a chat route, its "

@@ -17,7 +17,8 @@ upstream's own back from the stored turn (`input_turns` finds them,
 `stored_reasoning` writes a stored turn's items with their
 `encrypted_content`, or by id alone when the upstream stored them and the
 request lets it read its stored items, `with_reasoning` puts them before
-the turn).
+the turn). The body as sent is counted (X-Context-Tokens-*) on its
+`counted_payload`.
 
 The answer (`NativeResponses`): models served raw put their reasoning in
 the answer text as `<think>...</think>`. Tagged reasoning in a message's
@@ -59,6 +60,8 @@ import orjson
 
 from proxy.dialects import DEFAULT_DIALECT, DIALECTS, SWITCH_ON, Dialect, plan_params
 from proxy.doors.responses.objects import error_of
+from proxy.doors.responses.request import TOOL_OUTPUTS, translate
+from proxy.errors import BadRequest
 from proxy.history.egress import AssistantMessage
 from proxy.history.explain import NativeTurn
 from proxy.keymask import KeyMask
@@ -275,6 +278,59 @@ def with_reasoning(items: list[Any], before: dict[int, list[Json]]) -> list[Any]
                 out.append(restored)
         out.append(item)
     return out
+
+
+def counted_payload(body: Json) -> Json:
+    """The chat payload a body going to a Responses upstream is counted on
+    (`proxy.history.context`, as a chat route's request is): `translate`'s,
+    each reasoning item's own text (its summary and content parts, what goes
+    upstream) as its turn's reasoning, counted once; an `encrypted_content`
+    is opaque and counts nothing. The output of a call the request does not
+    hold (the upstream has it, in a response it stored) counts as a user
+    message of its text; a body that does not translate counts as one empty
+    user message (the upstream judges it). (The body is one this proxy's own
+    reasoning items left already: `native_request`.)"""
+    items = body.get("input")
+    if isinstance(items, list):
+        calls: set[Any] = set()
+        counted_items: list[Any] = []
+        for item in items:
+            if isinstance(item, dict):
+                kind = item.get("type")
+                if kind == "reasoning":
+                    item = _counted_reasoning(item)
+                elif kind in _CALLS:
+                    calls.add(item.get("call_id"))
+                elif kind in TOOL_OUTPUTS and item.get("call_id") not in calls:
+                    item = {"type": "message", "role": "user", "content": item.get("output")}
+            counted_items.append(item)
+        items = counted_items
+    counted: Json = {k: body[k] for k in ("model", "instructions", "tools") if k in body}
+    counted["input"] = items
+    try:
+        return translate(counted, [], _opens_nothing).payload
+    except BadRequest:
+        return {"messages": [{"role": "user", "content": ""}]}
+
+
+def _counted_reasoning(item: Json) -> Json:
+    """A reasoning item as it is counted: every text of its summary and
+    content, one summary (what `translate` reads), and no envelope."""
+    texts: list[str] = []
+    for key in ("summary", "content"):
+        parts = item.get(key)
+        if isinstance(parts, list):
+            texts += [p["text"] for p in parts if isinstance(p, dict) and _text(p.get("text"))]
+    summary = [{"type": "summary_text", "text": "\n\n".join(texts)}] if texts else []
+    return {"type": "reasoning", "summary": summary}
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _opens_nothing(token: Any) -> None:
+    return None
 
 
 def _own_item(item: Any, ours: Opens) -> bool:
