@@ -27,6 +27,14 @@ Three background tasks, none on a stream's path:
   (`active`). A viewer that just arrived sees the streams that start after
   the next census, or at once on the process serving the page.
 
+Redis is one server to all three: the log says once that it failed (the
+first task that meets the outage) and once that it is reachable again (the
+first task that gets through after it). A result that was on its way before
+the last of these two lines (a census that set out before the listener got
+through) does not say it again. A connection Redis closed while it was idle
+(a restart shorter than a census period) is opened again at once, as the
+store's client does, so a restart is not a failure seen after it is over.
+
 On a Redis Cluster (a `redis+cluster://` store URL) the feed uses the first
 node the URL lists: a PUBLISH reaches the subscribers of every node, but
 PUBSUB NUMSUB counts only the node asked, so every process must list the
@@ -41,12 +49,16 @@ import contextlib
 import hashlib
 import hmac
 import logging
+import math
 import uuid
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.connection import parse_url
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from proxy.live import LiveFeed
@@ -93,12 +105,14 @@ class RedisLiveFeed(LiveFeed):
         self.origin = uuid.uuid4().hex
         self.lost = 0  # events not published: outbox full or Redis failing
         self._redis: aioredis.Redis | None = None
+        self._subscriber: aioredis.Redis | None = None
         self._outbox: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(OUTBOX_SIZE)
         self._wanted = asyncio.Event()  # this process has subscribers
         self._listening = False
         self._remote = 0  # listeners on the channel in other processes
         self._tasks: list[asyncio.Task[None]] = []
         self._failing = False
+        self._changed = -math.inf  # loop time of the last line about reachability
         self._sending = False  # a batch is on its way
 
     @property
@@ -107,12 +121,23 @@ class RedisLiveFeed(LiveFeed):
 
     async def start(self) -> None:
         url = parse_cluster_url(self.url).first_node_url if is_cluster_url(self.url) else self.url
+        # one immediate retry on a connection error for PUBLISH and the census:
+        # a pooled connection the server closed while idle (it restarted) is
+        # opened again. Not for the subscription: redis-py would subscribe
+        # again by itself, and the viewers would not learn that they missed
+        # what was sent meanwhile.
         self._redis = aioredis.Redis.from_url(
+            url,
+            socket_connect_timeout=TIMEOUT,
+            socket_timeout=TIMEOUT,
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        )
+        self._subscriber = aioredis.Redis.from_url(
             url, socket_connect_timeout=TIMEOUT, socket_timeout=TIMEOUT
         )
         self._tasks = [
             asyncio.create_task(self._send(self._redis)),
-            asyncio.create_task(self._listen(self._redis)),
+            asyncio.create_task(self._listen(self._subscriber)),
             asyncio.create_task(self._census(self._redis)),
         ]
 
@@ -144,10 +169,12 @@ class RedisLiveFeed(LiveFeed):
         for task in tasks:
             if task.done() and not task.cancelled():
                 task.exception()  # retrieved: the loops end only by cancellation
-        client, self._redis = self._redis, None
-        if client is not None:
-            with contextlib.suppress(*_FAILURES):
-                await client.aclose()
+        clients = (self._redis, self._subscriber)
+        self._redis = self._subscriber = None
+        for client in clients:
+            if client is not None:
+                with contextlib.suppress(*_FAILURES):
+                    await client.aclose()
 
     def publish(self, tenant: str, event: dict[str, Any]) -> None:
         self.deliver(tenant, event)
@@ -164,15 +191,24 @@ class RedisLiveFeed(LiveFeed):
         else:
             self._wanted.clear()
 
-    def _trouble(self, what: str, exc: BaseException) -> None:
-        """Log the first failure of an outage, not every retry."""
-        if not self._failing:
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def _trouble(self, what: str, exc: BaseException, since: float) -> None:
+        """Log the first failure of an outage, not every retry, nor a call
+        that set out (at loop time `since`) before the feed last got
+        through: that one met the outage already told, or its end."""
+        if not self._failing and since >= self._changed:
             self._failing = True
+            self._changed = self._now()
             log.warning("live feed: redis %s failed: %s", what, type(exc).__name__)
 
-    def _recovered(self) -> None:
-        if self._failing:
+    def _recovered(self, since: float) -> None:
+        """A call that set out at `since` got through: the end of an outage,
+        unless it set out before the outage was told."""
+        if self._failing and since >= self._changed:
             self._failing = False
+            self._changed = self._now()
             log.info("live feed: redis reachable again")
 
     # -- the tasks ---------------------------------------------------------------
@@ -185,33 +221,36 @@ class RedisLiveFeed(LiveFeed):
             self._sending = True
             while len(batch) < BATCH and not self._outbox.empty():
                 batch.append(self._outbox.get_nowait())
+            since = self._now()
             try:
                 await r.publish(self.channel, orjson.dumps({"o": self.origin, "b": batch}))
             except _FAILURES as exc:
                 self.lost += len(batch)
-                self._trouble("publish", exc)
+                self._trouble("publish", exc, since)
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, RETRY_MAX)
             else:
                 pause = RETRY_MIN
-                self._recovered()
+                self._recovered(since)
 
     async def _listen(self, r: aioredis.Redis) -> None:
         pause = RETRY_MIN
         while True:
             await self._wanted.wait()
             pubsub = r.pubsub(ignore_subscribe_messages=True)
+            since = self._now()
             try:
                 await pubsub.subscribe(self.channel)
                 self._listening = True
                 pause = RETRY_MIN
-                self._recovered()
+                self._recovered(since)
                 while self._wanted.is_set():
+                    since = self._now()
                     message = await pubsub.get_message(timeout=LISTEN_POLL)
                     if message is not None:
                         self._receive(message["data"])
             except _FAILURES as exc:
-                self._trouble("subscribe", exc)
+                self._trouble("subscribe", exc, since)
                 if self._listening:
                     # a subscription dropped: what is sent until the next one is
                     # lost, so pages reload (once, not on every failed retry)
@@ -239,11 +278,14 @@ class RedisLiveFeed(LiveFeed):
 
     async def _census(self, r: aioredis.Redis) -> None:
         while True:
+            since = self._now()
             try:
                 reply = await r.pubsub_numsub(self.channel)
                 count = int(reply[0][1]) if reply else 0
                 self._remote = count - (1 if self._listening else 0)
             except _FAILURES as exc:
                 self._remote = 0  # nothing can be published anyway
-                self._trouble("census", exc)
+                self._trouble("census", exc, since)
+            else:
+                self._recovered(since)
             await asyncio.sleep(CENSUS_SECONDS)

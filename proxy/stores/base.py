@@ -51,7 +51,7 @@ class TurnRefs:
 class ConversationInfo:
     tenant: str
     conversation: str
-    turns: int
+    turns: int  # kept now (what `turns()` returns), not ever appended
     updated: float
     model: str | None = None
 

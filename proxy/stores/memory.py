@@ -157,15 +157,23 @@ class MemoryStore:
         return True
 
     async def conversations(self, tenant: str | None, limit: int = 100) -> list[ConversationInfo]:
-        self._expire(self._clock())
+        now = self._clock()
+        self._expire(now)
         out: list[ConversationInfo] = []
+        expired: list[_Key] = []
         for k in reversed(self._conversations):
             if tenant is not None and k[0] != tenant:
                 continue
-            first, count, _, updated, model = self._conversations[k]
-            out.append(ConversationInfo(k[0], k[1], first + count, updated, model))
+            _, count, _, updated, model = self._conversations[k]
+            if now - updated > self._ttl:
+                # read since its last write, so past the live ones `_expire` stopped at
+                expired.append(k)
+                continue
+            out.append(ConversationInfo(k[0], k[1], count, updated, model))
             if len(out) >= limit:
                 break
+        for k in expired:
+            self._forget(k, self._conversations.pop(k))
         return sorted(out, key=lambda c: c.updated, reverse=True)
 
     async def get_profile(self, name: str) -> dict[str, Any] | None:

@@ -55,9 +55,11 @@ cluster a delete is a script in the conversation's slot then two at once
 (index and recency, global recency), a stored response the record, then
 its listing, then one DEL per evicted record. A lookup is an
 index read, then a script in the turn's slot that checks the entry's `gen`.
-A listing reads a recency set page by page, then the conversations' hashes,
-and reads on past entries whose conversation is gone (expired, or evicted
-by `maxmemory`, before a sweep clears the entry) until it has its `limit`.
+A listing reads a recency set page by page, then the conversations' hashes
+and the lengths of their turn lists (what it reports as `turns`: the turns
+kept), and reads on past entries whose conversation is gone (expired, or
+evicted by `maxmemory`, before a sweep clears the entry) until it has its
+`limit`.
 Scripts are sent by SHA and reloaded by redis-py when a server no longer
 knows them (on a cluster, onto every primary).
 
@@ -614,14 +616,31 @@ class RedisStore:
         for member, score in found:
             t, _, c = member.partition(SEP) if tenant is None else (tenant, "", member)
             names.append((t, c, score))
-        conv_keys = [self.keys.conversation(t, c)[1] for t, c, _ in names]
-        metas = await self._settled(lambda: self._each(r, conv_keys, "HMGET", "n", "model"))
+        keys = [self.keys.conversation(t, c)[:2] for t, c, _ in names]
+        metas = await self._settled(lambda: self._metas(r, keys))
         out: list[ConversationInfo] = []
-        for (t, c, updated), (n, model) in zip(names, metas, strict=True):
-            if n is None:  # expired or dropped, its recency entry not yet swept
+        for (t, c, updated), ((n, model), kept) in zip(names, metas, strict=True):
+            # expired or dropped (its recency entry not yet swept), or its turns
+            # evicted by `maxmemory`: GET /v1/conversations/{id} finds nothing
+            if n is None or not int(kept):
                 continue
-            out.append(ConversationInfo(t, c, int(n), updated, model.decode() if model else None))
+            # the turns kept (`n` counts every turn ever appended)
+            out.append(
+                ConversationInfo(t, c, int(kept), updated, model.decode() if model else None)
+            )
         return out
+
+    @staticmethod
+    async def _metas(r: Client, keys: list[list[str]]) -> list[tuple[Any, Any]]:
+        """Per conversation (its turns key, its hash): the hash's `n` and
+        `model`, and how many turns the list keeps; pipelined (on a cluster,
+        per node)."""
+        async with r.pipeline(transaction=False) as pipe:
+            for turns_key, conv_key in keys:
+                pipe.execute_command("HMGET", conv_key, "n", "model")
+                pipe.execute_command("LLEN", turns_key)
+            replies = list(await pipe.execute())
+        return list(zip(replies[::2], replies[1::2], strict=True))
 
     @staticmethod
     async def _each(r: Client, keys: list[str], *command: str) -> list[Any]:

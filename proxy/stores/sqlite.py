@@ -157,7 +157,9 @@ def check_sqlite(path: str) -> None:
     not a file, or the file is not a SQLite database this version can use.
     A database that can be read but not written (a read-only file) passes:
     the proxy serves the history it holds and reports not ready, as when
-    the file turns read-only later. Nothing is created or changed: a missing
+    the file turns read-only later. A file SQLite cannot open because its
+    directory is read-only (it makes the WAL's -wal and -shm files there,
+    even to read) is refused with the directory named. Nothing is created or changed: a missing
     file is made by the store when it starts."""
     if path == ":memory:":
         return
@@ -187,6 +189,14 @@ def check_sqlite(path: str) -> None:
             return  # another process holds it now: busy, not broken
         if name == "SQLITE_NOTADB":
             raise ConfigError(f"the SQLite store {path} is not a SQLite database") from None
+        if name == "SQLITE_READONLY_DIRECTORY" or not os.access(directory, os.W_OK | os.X_OK):
+            # in WAL mode, even a reader makes the -wal and -shm files beside the file
+            base = os.path.basename(path)
+            raise ConfigError(
+                f"the SQLite store's directory {directory} is not writable: SQLite makes"
+                f" {base}-wal and {base}-shm there to open {base} (WAL mode), even to"
+                " read it; let the proxy's user write to the directory"
+            ) from None
         raise ConfigError(f"the SQLite store {path} cannot be used: {exc}") from None
     if version > SCHEMA_VERSION:
         raise ConfigError(
@@ -408,7 +418,14 @@ class SQLiteStore:
         cutoff = self._clock() - self._ttl
 
         def read(db: sqlite3.Connection) -> list[ConversationInfo]:
-            columns = "SELECT tenant, conversation, appended, updated, model FROM conversations"
+            # the turns kept (older ones dropped by max_turns_per_conversation)
+            # are what GET /v1/conversations/{id} returns; `appended` counts
+            # every turn ever stored
+            kept = (
+                "(SELECT count(*) FROM turns t WHERE t.tenant = c.tenant"
+                " AND t.conversation = c.conversation)"
+            )
+            columns = f"SELECT tenant, conversation, {kept}, updated, model FROM conversations c"
             args: tuple[Any, ...]
             if tenant is None:
                 sql, args = f"{columns} WHERE updated >= ?", (cutoff,)
