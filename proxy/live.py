@@ -176,7 +176,12 @@ class TurnWatcher:
         self.deltas(tap)
 
     def end(
-        self, complete: bool, finish_reason: str | None, persisted: bool, truncated: bool = False
+        self,
+        complete: bool,
+        finish_reason: str | None,
+        persisted: bool,
+        truncated: bool = False,
+        refusal: bool = False,
     ) -> None:
         self._release()
         self._publish(
@@ -185,4 +190,5 @@ class TurnWatcher:
             finishReason=finish_reason,
             persisted=persisted,
             reasoningTruncated=truncated,
+            refusal=refusal,
         )

@@ -388,7 +388,11 @@ class Door(TracedEndpoint):
             await record(self.rt, ex.key.tenant, turn.response_id)
         if ex.watcher is not None:
             ex.watcher.end(
-                stored.complete, stored.finish_reason, stored.persisted, stored.reasoning_truncated
+                stored.complete,
+                stored.finish_reason,
+                stored.persisted,
+                stored.reasoning_truncated,
+                stored.refusal,
             )
 
     def _watch(self, ex: Exchange) -> TurnWatcher:

@@ -114,6 +114,8 @@ class Turn:
     created: float | None = None
     reasoning_truncated: bool = False
     extra: Json = field(default_factory=dict)
+    # the answer came in chat's `refusal` field (its text is the content)
+    refusal: bool = False
 
     def __init__(
         self,
@@ -130,6 +132,7 @@ class Turn:
         created: float | None = None,
         reasoning_truncated: bool = False,
         extra: Json | None = None,
+        refusal: bool = False,
     ) -> None:
         object.__setattr__(self, "parts", parts)
         object.__setattr__(self, "finish_reason", finish_reason)
@@ -144,6 +147,7 @@ class Turn:
         object.__setattr__(self, "created", created)
         object.__setattr__(self, "reasoning_truncated", reasoning_truncated)
         object.__setattr__(self, "extra", {} if extra is None else extra)
+        object.__setattr__(self, "refusal", refusal)
 
     @property
     def content(self) -> str:
@@ -364,6 +368,7 @@ def turn_to_json(turn: Turn, index: int) -> Json:
         "toolCallIds": turn.tool_call_ids,
         "usage": turn.usage,
         "reasoningTruncated": turn.reasoning_truncated,
+        "refusal": turn.refusal,
     }
 
 
@@ -401,6 +406,7 @@ def turn_to_record(turn: Turn) -> Json:
         "created": turn.created,
         "reasoning_truncated": turn.reasoning_truncated,
         "extra": turn.extra,
+        "refusal": turn.refusal,
     }
 
 
@@ -438,4 +444,5 @@ def turn_from_record(data: Json) -> Turn:
         created=data.get("created"),
         reasoning_truncated=bool(data.get("reasoning_truncated", False)),
         extra=dict(data.get("extra") or {}),
+        refusal=bool(data.get("refusal", False)),  # records written before it have none
     )

@@ -1,8 +1,9 @@
 """Accumulate one choice of a response into a Turn (pure).
 
 The normalizer reports what it separated, in order: reasoning text (with its
-source), the end of a tagged block, visible text, tool-call deltas,
-`reasoning_details` items, `thinking_blocks` items and signatures. The
+source), the end of a tagged block, visible text (a refusal's marked),
+tool-call deltas, `reasoning_details` items, `thinking_blocks` items and
+signatures. The
 builder keeps them as ordered parts and turns them into a frozen `Turn` at
 the end: block texts trimmed, empty blocks dropped, opaque detail items
 attached to the block they follow. Each thinking block is a block of its
@@ -67,6 +68,7 @@ class TurnBuilder:
         "_hidden",
         "_max_chars",
         "_parts",
+        "_refused",
         "_shadow",
         "_texts",
         "_thinking",
@@ -88,6 +90,7 @@ class TurnBuilder:
         self._max_chars = max_reasoning_chars
         self._chars = 0
         self.truncated = False
+        self._refused = False
 
     def reasoning(self, text: str, source: SourceField) -> bool:
         """Add reasoning text; True when it starts a new block after an
@@ -187,6 +190,12 @@ class TurnBuilder:
             texts = self._texts = part.texts
         texts.append(text)
 
+    def refusal(self, text: str) -> None:
+        """Chat's `refusal`: the answer the model gave instead, the turn's
+        text (the turn says `refusal`)."""
+        self._refused = True
+        self.text(text)
+
     def _add(self, part: _Block | _Text | _Tool) -> None:
         self._parts.append(part)
         self._texts = None
@@ -261,6 +270,7 @@ class TurnBuilder:
             parts=tuple(parts),
             reasoning_details=details,
             reasoning_truncated=self.truncated,
+            refusal=self._refused,
             **fields,
         )
 

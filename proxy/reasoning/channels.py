@@ -196,8 +196,8 @@ class ChoiceSeparator:
         refusal = obj.get("refusal")
         if refusal and type(refusal) is str:
             # the answer the model gave instead (never tagged): stored as the
-            # turn's text; the client gets it in `refusal`, as it came
-            builder.text(refusal)
+            # turn's text, marked; the client gets it in `refusal`, as it came
+            builder.refusal(refusal)
         calls = obj.get("tool_calls")
         legacy = obj.get("function_call")  # chat's older form of one tool call
         if final:

@@ -30,10 +30,15 @@ uses the set's `after_start` (its DROPs alone), so an answer that writes
 What is held back between calls is only a possible delimiter prefix (`<`,
 `</thi`, at most the longest delimiter) and, inside a block, a short run of
 trailing whitespace that would be trimmed if the close follows. Whitespace
-just inside the delimiters and at the start of the text after a block is
-dropped. Delimiters match case-insensitively; where one delimiter is the
-start of a longer one (`<|channel|>`, `<|channel|>final<|message|>`), the
-longer wins, and a read that ends inside the longer one waits for more.
+just inside the delimiters is dropped, and so is whitespace after a block
+that leads the answer (templates write `</think>\n\n` before it); after
+answer text, the whitespace that follows a block is the answer's. Until the
+answer's first visible character that is not whitespace the splitter is
+not `plain`, so the callers' fast paths, which pass plain text without it,
+never pass that character unseen. Delimiters match case-insensitively;
+where one delimiter is the start of a longer one (`<|channel|>`,
+`<|channel|>final<|message|>`), the longer wins, and a read that ends
+inside the longer one waits for more.
 """
 
 from __future__ import annotations
@@ -286,6 +291,7 @@ class TagSplitter:
     """`feed(text) -> list[TagEvent]`, `flush() -> list[TagEvent]`."""
 
     __slots__ = (
+        "_answered",
         "_block",
         "_carry",
         "_fresh_implicit",
@@ -310,6 +316,7 @@ class TagSplitter:
         self._skip_ws = implicit_open
         # only_at_start: watching for the first visible character of the answer
         self._watch = tags.only_at_start
+        self._answered = False  # a visible character that is not whitespace went out
         if implicit_open:
             self._block = -1
         self.delimiters = 0  # delimiters removed from the text so far (for metrics)
@@ -318,7 +325,7 @@ class TagSplitter:
     def plain(self) -> bool:
         """Outside any block with nothing held: text without a delimiter
         start passes as is."""
-        return self._state == _OUTSIDE and not self._carry and not self._skip_ws and not self._watch
+        return self._state == _OUTSIDE and not self._carry and not self._skip_ws and self._answered
 
     @property
     def inside_plain(self) -> bool:
@@ -356,7 +363,7 @@ class TagSplitter:
                 if not text:
                     return []
                 if self._state == _OUTSIDE:
-                    if self._watch and not text.isspace():
+                    if not self._answered and not text.isspace():
                         self._begin()
                     return [Visible(text)]
                 text = self._reasoning(text)
@@ -497,11 +504,14 @@ class TagSplitter:
         return any(delim.startswith(window) for delim, _, _ in self._tags.table)
 
     def _begin(self) -> None:
-        """The answer began (only_at_start): reasoning delimiters no longer count."""
-        self._watch = False
-        after = self._tags.after_start
-        assert after is not None
-        self._tags = after
+        """The answer began; with only_at_start, reasoning delimiters no
+        longer count."""
+        self._answered = True
+        if self._watch:
+            self._watch = False
+            after = self._tags.after_start
+            assert after is not None
+            self._tags = after
 
     def _emit_before_block(self, text: str, out: list[TagEvent]) -> None:
         """Visible text just before an open tag. If it ends in what could be
@@ -538,7 +548,7 @@ class TagSplitter:
         self._state = _OUTSIDE
         self._block = None
         self._fresh_implicit = False
-        self._skip_ws = True
+        self._skip_ws = not self._answered  # a block that leads the answer
         out.append(REASONING_END)
 
     def _emit(self, text: str, out: list[TagEvent]) -> None:
@@ -549,7 +559,7 @@ class TagSplitter:
             self._skip_ws = False
             text = stripped
         if self._state == _OUTSIDE:
-            if self._watch and not text.isspace():
+            if not self._answered and not text.isspace():
                 self._begin()
             out.append(Visible(text))
             return

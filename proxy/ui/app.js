@@ -318,6 +318,7 @@
       turn.complete === false ? el('span', { class: 'badge warn' }, 'incomplete') : null,
       turn.persisted === false ? el('span', { class: 'badge warn' }, 'not stored') : null,
       turn.reasoningTruncated ? truncatedBadge() : null,
+      turn.refusal ? refusalBadge() : null,
     );
     const body = el('div', { class: 'turn-body' });
     const visible = (turn.blocks || []).filter((b) => !b.isHidden && b.thought);
@@ -507,6 +508,18 @@
     );
   }
 
+  function refusalBadge() {
+    return el(
+      'span',
+      {
+        class: 'badge warn',
+        'data-badge': 'refusal',
+        title: "The model declined: the answer came in chat's refusal field.",
+      },
+      'refusal',
+    );
+  }
+
   function endLiveTurn(turn, event) {
     finishReasoning(turn);
     turn.current = null;
@@ -518,6 +531,7 @@
     if (event.finishReason) turn.head.append(el('span', { class: 'finish' }, `finish: ${event.finishReason}`));
     if (event.complete === false) turn.head.append(el('span', { class: 'badge warn' }, 'incomplete'));
     if (event.reasoningTruncated) turn.head.append(truncatedBadge());
+    if (event.refusal) turn.head.append(refusalBadge());
     if (!turn.persisted) {
       forgetOldUnstored();
       turn.head.append(el('span', { class: 'badge warn' }, 'not stored'));

@@ -100,12 +100,21 @@ class Thinking:
     def artefacts(self) -> Json:
         out: Json = {}
         if self.blocks:
-            out["thinking_blocks"] = self.blocks
+            # kept whole but for the `index` a stream numbered their pieces
+            # by (no key of a block: LiteLLM's and Anthropic's blocks have
+            # none, and the latter refuse one)
+            out["thinking_blocks"] = [unnumbered(b) for b in self.blocks]
         if self.signature:
             out["signature"] = "".join(self.signature)
         if self.details is not None and self.details.items:
             out["reasoning_details"] = self.details.items
         return out
+
+
+def unnumbered(block: Json) -> Json:
+    """A `thinking_blocks` item without the `index` its streamed pieces
+    were joined by."""
+    return {k: v for k, v in block.items() if k != "index"}
 
 
 class Block:

@@ -35,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from proxy.doors.messages.blocks import unnumbered
 from proxy.errors import BadRequest
 from proxy.sealing import Sealed
 from proxy.settings import SETTINGS
@@ -323,8 +324,8 @@ class _Translator:
                     reasoning.append(sealed.reasoning)
                 blocks = sealed.artefacts.get("thinking_blocks")
                 signature = sealed.artefacts.get("signature")
-                if isinstance(blocks, list):
-                    signatures += [b for b in blocks if isinstance(b, dict)]
+                if isinstance(blocks, list):  # (envelopes sealed with an `index` exist)
+                    signatures += [unnumbered(b) for b in blocks if isinstance(b, dict)]
                 elif isinstance(signature, str) and signature:
                     signatures.append(
                         {"type": "thinking", "thinking": sealed.reasoning, "signature": signature}
