@@ -475,7 +475,12 @@ def _write(
             message["reasoning"] = reasoning.text
     elif where == "thinking_blocks":
         if reasoning.blocks:
-            message["thinking_blocks"] = [dict(b) for b in reasoning.blocks]
+            # without the `index` a stream numbered their pieces by (a block has
+            # none; Anthropic refuses one): a client's kept as they came, or a
+            # turn stored so
+            message["thinking_blocks"] = [
+                {k: v for k, v in b.items() if k != "index"} for b in reasoning.blocks
+            ]
         elif reasoning.text:  # text without its signature cannot be a thinking block
             message["reasoning_content"] = reasoning.text
     elif where == "think_in_content":

@@ -77,3 +77,38 @@ def test_numbered_thinking_blocks_go_back_without_their_index(
         {"type": "thinking", "thinking": "One, two.", "signature": SIG1},
         {"type": "thinking", "thinking": "Three."},
     ]
+
+
+def test_a_clients_numbered_blocks_go_back_without_their_index(upstream: FakeUpstream) -> None:
+    # a client that kept a stream's blocks as they came (with their index),
+    # or a turn stored before blocks were kept without it
+    numbered = [
+        {"index": 0, "type": "thinking", "thinking": "One, two.", "signature": SIG1},
+        {"index": 1, "type": "redacted_thinking", "data": "opaque"},
+    ]
+    upstream.script(Json(DONE))
+    with running_proxy(route_config(upstream, dialect="litellm")) as proxy:
+        response = httpx.post(
+            f"{proxy.url}/chat/completions",
+            json={
+                "model": "claude-sonnet",
+                "messages": [
+                    {"role": "user", "content": "Count."},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [CALL],
+                        "thinking_blocks": numbered,
+                    },
+                    {"role": "tool", "tool_call_id": "toolu_01", "content": "3"},
+                ],
+            },
+            headers={"Authorization": "Bearer sk-test"},
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text
+    sent = upstream.chat_requests()[-1].json["messages"][1]
+    assert sent["thinking_blocks"] == [
+        {"type": "thinking", "thinking": "One, two.", "signature": SIG1},
+        {"type": "redacted_thinking", "data": "opaque"},
+    ]
