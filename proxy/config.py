@@ -327,12 +327,16 @@ class Route:
     # `headers:`: its upstream sees every client as one caller (set from
     # those two; read on every request)
     keyed: bool = field(init=False)
+    # the lower-cased names of `headers:`: a client's header of such a name
+    # is not sent, the route's value goes in its place
+    header_names: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
-        keyed = self.api_key is not None or any(
-            name.lower() in CREDENTIAL_HEADERS for name, _ in self.headers
+        names = frozenset(name.lower() for name, _ in self.headers)
+        object.__setattr__(self, "header_names", names)
+        object.__setattr__(
+            self, "keyed", self.api_key is not None or bool(names & CREDENTIAL_HEADERS)
         )
-        object.__setattr__(self, "keyed", keyed)
 
     @property
     def catch_all(self) -> bool:

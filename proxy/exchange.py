@@ -334,7 +334,8 @@ def upstream_headers(
     """The client's headers minus hop-by-hop ones and the proxy's own, its
     credential as it came; when the route has its own key (`api_key`, or a
     credential in its `headers:`), that key alone (none of the client's
-    credential headers go), and the route's own headers are added. `json`:
+    credential headers go), and the route's own headers are added, each in
+    place of the client's header of that name. `json`:
     the proxy writes the body (its content type is JSON whatever the client
     said). A client credential that holds the `admin` token is refused (403)
     where it would go upstream."""
@@ -348,6 +349,7 @@ def upstream_headers(
         if k.lower() not in drop
         and not k.startswith(OWN_HEADERS)
         and not (keyed and k in CREDENTIAL_HEADERS)
+        and k not in route.header_names
         and not (json and k == "content-type")
     ]
     if admin is not None and not keyed:

@@ -24,18 +24,21 @@ def native_headers(headers: list[tuple[str, str]], route: Route) -> list[tuple[s
     """The client's headers for a Messages upstream: its credential as it
     came (`x-api-key` or `Authorization`) unless the route has its own key
     (then that key alone: `x-api-key: <api_key>`, or the credential in its
-    `headers:`), `anthropic-*` headers kept."""
+    `headers:`), `anthropic-*` headers kept; the route's own headers in place
+    of the client's of the same name."""
     out = [
         (k, v)
         for k, v in strip_hop_by_hop(headers)
-        if not k.startswith(OWN_HEADERS) and k != "content-type"
+        if not k.startswith(OWN_HEADERS) and k != "content-type" and k not in route.header_names
     ]
     out.append(("content-type", "application/json"))
     if route.keyed:
         out = [(k, v) for k, v in out if k not in CREDENTIAL_HEADERS]
     if route.api_key is not None:
         out.append(("x-api-key", route.api_key.get()))
-    if not any(k == "anthropic-version" for k, _ in out):
+    if "anthropic-version" not in route.header_names and not any(
+        k == "anthropic-version" for k, _ in out
+    ):
         out.append(("anthropic-version", ANTHROPIC_VERSION))
     out.extend(route.headers)
     return out

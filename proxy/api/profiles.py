@@ -74,6 +74,12 @@ def profiles_router(rt: Runtime) -> APIRouter:
             )
         body = parse_json_object(await request.body())
         settings = body.get("settings", body)
+        if settings is not body and len(body) > 1:  # what stands beside it would be lost
+            raise BadRequest(
+                "Give the settings at the top level or under settings, not both.",
+                code="invalid_reasoning_setting",
+                param="settings",
+            )
         if not isinstance(settings, dict):
             raise BadRequest("settings must be an object.", param="settings")
         try:
