@@ -47,21 +47,21 @@ def kept_upstream(route: Route, payload: dict[str, Any]) -> bool:
     return route.api == "chat" and payload.get("store") is True
 
 
-def stored_id_of(route: Route, suffix: str) -> str | None:
+def stored_id_of(suffix: str) -> str | None:
     """The stored answer's id a pass-through path names (`/responses/{id}`
-    and its `/input_items` and `/cancel` on a Responses route,
-    `/chat/completions/{id}` and its `/messages` on a Chat one), read as an
-    upstream would: escapes decoded and empty segments dropped
-    (`/responses//{id}` is the same response to a server that merges
-    slashes), its endpoint's names in any case (`/Chat/Completions/{id}`
-    is the same completion to a server that routes without case, as
-    ASP.NET-based ones such as Azure's do)."""
+    and its `/input_items` and `/cancel`, `/chat/completions/{id}` and its
+    `/messages`), whichever API the route speaks: routes with different
+    APIs may share one upstream account, and the route is the one the
+    body's `model` (or the default) selects, so an id of either kind may
+    reach that account through any keyed route. Read as an upstream would:
+    escapes decoded and empty segments dropped (`/responses//{id}` is the
+    same response to a server that merges slashes), its endpoint's names in
+    any case (`/Chat/Completions/{id}` is the same completion to a server
+    that routes without case, as ASP.NET-based ones such as Azure's do)."""
     segments = path_segments(suffix)
     names = [s.lower() for s in segments[:2]]
-    if route.api == "chat":
-        if len(segments) >= 3 and names == ["chat", "completions"]:
-            return segments[2]
-        return None
+    if len(segments) >= 3 and names == ["chat", "completions"]:
+        return segments[2]
     if len(segments) < 2 or names[0] != "responses" or names[1] in _COLLECTION:
         return None
     return segments[1]
@@ -146,6 +146,11 @@ ACCOUNT_OBJECTS = frozenset(
         "containers",
         "evals",
         "skills",
+        "videos",
+        "chatkit",
+        # OpenAI's Conversations API: /v1/conversations is this proxy's own,
+        # but a server that routes without case reads /v1/Conversations as it
+        "conversations",
     )
 )
 SHARED_OBJECTS = (

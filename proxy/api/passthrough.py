@@ -76,6 +76,7 @@ class PassthroughEndpoint(TracedEndpoint):
                     "That method is not passed upstream.", headers={"Allow": PASSED_ALLOW}
                 )
             suffix = upstream_suffix(scope)
+            check_not_door(scope, suffix)
             headers = request_headers(scope, config.limits.max_header_bytes)
             authorization = self.planner.authorize(headers)
             tenant = trace.tenant = self.rt.tenant(authorization)
@@ -85,7 +86,7 @@ class PassthroughEndpoint(TracedEndpoint):
             route = self.planner.route(model)
             trace.route = route.name
             ownership.check_account_object(route, scope["method"], suffix)
-            owned = ownership.stored_id_of(route, suffix) if ownership.guarded(route) else None
+            owned = ownership.stored_id_of(suffix) if route.keyed else None
             if owned is not None:
                 await ownership.check(self.rt, tenant, owned)
         except ProxyError as exc:
@@ -215,6 +216,38 @@ def upstream_suffix(scope: Scope) -> str:
     suffix = raw[3:].decode("latin-1")
     query: bytes = scope.get("query_string", b"")
     return suffix + "?" + query.decode("latin-1") if query else suffix
+
+
+# the front doors' endpoints below /v1, as an upstream may read a path
+# (`ownership.path_segments`, in lower case)
+DOOR_ENDPOINTS = frozenset(
+    (
+        "chat/completions",
+        "responses",
+        "responses/compact",
+        "responses/input_tokens",
+        "messages",
+        "messages/count_tokens",
+    )
+)
+
+
+def check_not_door(scope: Scope, suffix: str) -> None:
+    """BadRequest for a path an upstream may read as a front door's own
+    (`/v1/RESPONSES`, `/v1/responses;x`, `/v1/responses/compact%20`,
+    `/v1/chat%252Fcompletions`) that the dispatch did not take for it: passed
+    through, it would skip the door's checks (a `previous_response_id` of
+    another tenant's, continued under the route's key; a list of every
+    client's stored completions)."""
+    named = "/".join(ownership.path_segments(suffix)).lower()
+    if named in DOOR_ENDPOINTS:
+        as_dispatched = "/".join(piece for piece in scope["path"].split("/") if piece)
+        if as_dispatched != "v1/" + named:  # the door itself hands /compact on
+            raise BadRequest(
+                f"The path names /v1/{named} written another way (case, escapes, ';' "
+                f"parameters or spaces): write it as /v1/{named}.",
+                code="invalid_path",
+            )
 
 
 # query parameters that carry a client's key (Gemini's `key`, and the
