@@ -43,7 +43,7 @@ from proxy.keymask import MIN_KEY_CHARS, KeyMask, credential_values, header_cred
 from proxy.live import TurnWatcher
 from proxy.observability import truncate
 from proxy.reasoning.blocks import TextPart, ThinkingBlock, Turn, map_texts
-from proxy.reasoning.modes import completion_as_stream, stream_as_completion
+from proxy.reasoning.modes import asks_usage, completion_as_stream, stream_as_completion
 from proxy.reasoning.normalizer import (
     NormalizeOptions,
     StreamFailure,
@@ -173,7 +173,7 @@ class Door(TracedEndpoint):
 
         async def whole(response: Response) -> None:
             if ex.stream and response.status < 300:  # answered whole what was asked streamed
-                response, converted = await self._as_stream(response)
+                response, converted = await self._as_stream(response, asks_usage(ex.payload))
                 if converted:
                     await self._relay(ex, response, options, trace, state)
                     return
@@ -225,9 +225,12 @@ class Door(TracedEndpoint):
             )
         return BufferedResponse(200, _passed_on(response), orjson.dumps(completion))
 
-    async def _as_stream(self, response: Response) -> tuple[BufferedResponse, bool]:
-        """A whole 2xx completion as its event stream (True); a body that is
-        no completion comes back as it was (False), for `_whole` to judge."""
+    async def _as_stream(
+        self, response: Response, usage_chunk: bool
+    ) -> tuple[BufferedResponse, bool]:
+        """A whole 2xx completion as its event stream (True), its usage in a
+        chunk of its own when `usage_chunk`; a body that is no completion
+        comes back as it was (False), for `_whole` to judge."""
         body = await self._read(response)
         try:
             payload = orjson.loads(body)
@@ -242,7 +245,8 @@ class Door(TracedEndpoint):
             headers = [*_passed_on(response), *([("content-type", kind)] if kind else [])]
             return BufferedResponse(response.status, headers, body), False
         headers = [("content-type", "text/event-stream"), *_passed_on(response)]
-        return BufferedResponse(200, headers, completion_as_stream(payload)), True
+        stream = completion_as_stream(payload, usage_chunk=usage_chunk)
+        return BufferedResponse(200, headers, stream), True
 
     async def call_upstream(
         self,

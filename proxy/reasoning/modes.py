@@ -14,23 +14,38 @@ import orjson
 
 from proxy.reasoning.blocks import Json, index_key
 from proxy.reasoning.calls import CallSlots, arguments_text
+from proxy.reasoning.native import DetailsMerger, merge_piece
 from proxy.reasoning.normalizer import answer_error, chunk_usage
 from proxy.reasoning.sse import SSEComment, SSEDecoder
 
-_ENVELOPE = ("id", "created", "model", "system_fingerprint")
+# the fields a completion and its chunks share beside `choices` and `usage`
+# (OpenAI's `ChatCompletion` and `ChatCompletionChunk`)
+_ENVELOPE = ("id", "created", "model", "system_fingerprint", "service_tier")
+# the per-token lists of a choice's `logprobs`, one entry per token in order
+_LOGPROB_LISTS = ("content", "refusal")
 
 
 def _event(obj: Json) -> bytes:
     return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
-def completion_as_stream(completion: Json) -> bytes:
+def asks_usage(payload: Json) -> bool:
+    """Whether a chat request asks for the usage chunk
+    (`stream_options.include_usage: true`)."""
+    options = payload.get("stream_options")
+    return type(options) is dict and options.get("include_usage") is True
+
+
+def completion_as_stream(completion: Json, *, usage_chunk: bool = True) -> bytes:
     """The event stream of a `chat.completion`: per choice one chunk whose
-    delta is the whole message (its `finish_reason` on it), a usage chunk
-    when the completion has usage, then [DONE]."""
+    delta is the whole message (its `finish_reason` and `logprobs` on it),
+    then [DONE]. The completion's usage comes as a chunk of its own (no
+    choices) when `usage_chunk` (the request asked with
+    `stream_options.include_usage`), else on the last choice's chunk, where
+    a client that reads `choices[0]` of every chunk still finds one."""
     envelope = {k: completion[k] for k in _ENVELOPE if completion.get(k) is not None}
     envelope["object"] = "chat.completion.chunk"
-    out: list[bytes] = []
+    chunks: list[Json] = []
     choices = completion.get("choices")
     for choice in choices if type(choices) is list else ():
         if type(choice) is not dict:
@@ -47,22 +62,44 @@ def completion_as_stream(completion: Json) -> bytes:
             "delta": delta,
             "finish_reason": choice.get("finish_reason"),
         }
-        out.append(_event({**envelope, "choices": [entry]}))
+        if "logprobs" in choice:
+            entry["logprobs"] = choice["logprobs"]
+        chunks.append({**envelope, "choices": [entry]})
     usage = completion.get("usage")
     if type(usage) is dict:
-        out.append(_event({**envelope, "choices": [], "usage": usage}))
-    out.append(b"data: [DONE]\n\n")
-    return b"".join(out)
+        if usage_chunk or not chunks:
+            chunks.append({**envelope, "choices": [], "usage": usage})
+        else:
+            chunks[-1]["usage"] = usage
+    return b"".join(_event(chunk) for chunk in chunks) + b"data: [DONE]\n\n"
 
 
 class _Choice:
-    __slots__ = ("calls", "finish_reason", "message", "slots")
+    __slots__ = ("calls", "details", "finish_reason", "logprobs", "message", "slots", "thinking")
 
     def __init__(self) -> None:
         self.message: Json = {"role": "assistant"}
         self.calls: dict[int, Json] = {}  # by slot (proxy/reasoning/calls.py)
         self.slots = CallSlots()
         self.finish_reason: Any = None
+        self.logprobs: Json | None = None  # the chunks' token lists, joined
+        # streamed pieces of `reasoning_details` and `thinking_blocks` items,
+        # each put together into the item a whole answer holds
+        self.details = DetailsMerger()
+        self.thinking = DetailsMerger()
+
+    def add_logprobs(self, piece: Any) -> None:
+        if type(piece) is not dict:
+            return
+        joined = self.logprobs
+        if joined is None:
+            joined = self.logprobs = {key: None for key in _LOGPROB_LISTS}
+        for key, value in piece.items():
+            before = joined.get(key)
+            if type(value) is list and type(before) is list:
+                joined[key] = [*before, *value]
+            elif value is not None:
+                joined[key] = value
 
     def add(self, delta: Json) -> None:
         message = self.message
@@ -70,6 +107,12 @@ class _Choice:
             if key == "tool_calls":
                 if type(value) is list:
                     self._calls(value)
+            elif key == "reasoning_details" and type(value) is list:
+                for item in value:
+                    if type(item) is dict:
+                        self.details.add(item)
+            elif key == "thinking_blocks" and type(value) is list:
+                self._thinking(value)
             elif key == "function_call" and type(value) is dict:
                 self._function_call(value)  # the legacy single call, in pieces too
             elif key == "role" or value is None:
@@ -103,6 +146,27 @@ class _Choice:
                 if arguments is not None:
                     entry["function"]["arguments"] += arguments
 
+    def _thinking(self, items: list[Any]) -> None:
+        """Thinking blocks join by their `index` when they have one; else a
+        `thinking` piece continues the last block while that one is a
+        `thinking` block without its signature (LiteLLM streams the text,
+        then the signature, of each block)."""
+        for item in items:
+            if type(item) is not dict:
+                continue
+            listed = self.thinking.items
+            last = listed[-1] if listed else None
+            if (
+                last is not None
+                and item.get("index") is None
+                and last.get("index") is None
+                and item.get("type") == "thinking" == last.get("type")
+                and not last.get("signature")
+            ):
+                merge_piece(last, item)
+            else:
+                self.thinking.add(item)
+
     def _function_call(self, piece: Json) -> None:
         call = self.message.setdefault("function_call", {"name": "", "arguments": ""})
         for key in ("name", "arguments"):
@@ -114,7 +178,16 @@ class _Choice:
         message.setdefault("content", None)
         if self.calls:
             message["tool_calls"] = list(self.calls.values())
-        return {"index": index, "message": message, "finish_reason": self.finish_reason}
+        if self.details.items:
+            message["reasoning_details"] = self.details.items
+        if self.thinking.items:
+            message["thinking_blocks"] = self.thinking.items
+        return {
+            "index": index,
+            "message": message,
+            "logprobs": self.logprobs,
+            "finish_reason": self.finish_reason,
+        }
 
 
 CLOSED = {
@@ -126,11 +199,13 @@ CLOSED = {
 
 def stream_as_completion(body: bytes, max_line_bytes: int) -> Json | None:
     """The `chat.completion` a whole event stream adds up to: content and
-    reasoning texts joined, tool calls put together by index, the last
-    finish_reason and usage. A stream that says it failed (an error object
-    or `event: error`, anywhere) gives `{"error": ...}`, and so does one that
-    stops before its end (no [DONE] and no finish_reason): half an answer is
-    not an answer. One without a chunk (or not a stream at all) gives None.
+    reasoning texts joined, tool calls put together by index, the pieces of
+    `reasoning_details` and `thinking_blocks` items put together into whole
+    items, each choice's `logprobs` token lists joined, the last finish_reason and usage. A
+    stream that says it failed (an error object or `event: error`, anywhere)
+    gives `{"error": ...}`, and so does one that stops before its end (no
+    [DONE] and no finish_reason): half an answer is not an answer. One
+    without a chunk (or not a stream at all) gives None.
     SSELineTooLong: a line over `max_line_bytes`."""
     decoder = SSEDecoder(max_line_bytes)
     events = [*decoder.feed(body), *decoder.flush()]
@@ -172,6 +247,7 @@ def stream_as_completion(body: bytes, max_line_bytes: int) -> Json | None:
             delta = choice.get("delta")
             if type(delta) is dict:
                 state.add(delta)
+            state.add_logprobs(choice.get("logprobs"))
             if choice.get("finish_reason") is not None:
                 state.finish_reason = choice["finish_reason"]
                 ended = True
