@@ -235,5 +235,18 @@ def upstream_error_body(error: Any) -> tuple[int, bytes]:
     return upstream_error_status(error), orjson.dumps({"error": body})
 
 
+def non_json_error_body(body: bytes) -> bytes | None:
+    """An upstream's error response whose body is not JSON (a load balancer's
+    or gateway's HTML page, plain text, nothing) as an OpenAI-shaped error
+    body, its text (at most 1,000 characters) as the message; None for a
+    JSON body, which goes on as it came."""
+    try:
+        orjson.loads(body)
+    except orjson.JSONDecodeError:
+        text = body.decode("utf-8", "replace").strip()[:1000]
+        return upstream_error_body(text or None)[1]
+    return None
+
+
 class ConfigError(Exception):
     """A configuration file or option is invalid (a start-up error, not HTTP)."""

@@ -37,7 +37,13 @@ from proxy.api.relay import Progress, StreamRelay
 from proxy.api.trace import Trace, TracedEndpoint
 from proxy.config import CREDENTIAL_HEADERS
 from proxy.dialects import thinking_off
-from proxy.errors import ProxyError, ServerShuttingDown, UpstreamError, upstream_error_body
+from proxy.errors import (
+    ProxyError,
+    ServerShuttingDown,
+    UpstreamError,
+    non_json_error_body,
+    upstream_error_body,
+)
 from proxy.exchange import Exchange, Planner
 from proxy.keymask import MIN_KEY_CHARS, KeyMask, credential_values, header_credentials
 from proxy.live import TurnWatcher
@@ -334,6 +340,10 @@ class Door(TracedEndpoint):
                     body = orjson.dumps(payload)
                 headers = [(k, v) for k, v in headers if k.lower() != "content-type"]
                 headers.insert(0, ("content-type", "application/json"))
+        elif status >= 400 and (shaped := non_json_error_body(body)) is not None:
+            body = shaped  # an HTML or text error page: the error in the door's shape
+            headers = [(k, v) for k, v in headers if k.lower() != "content-type"]
+            headers.insert(0, ("content-type", "application/json"))
         # the exchange's own headers go with an upstream's refusal too (what
         # was ignored, the dialect, the context tokens), as on a stream's
         # first error event and on the pass-through doors

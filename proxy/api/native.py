@@ -25,7 +25,7 @@ import orjson
 from proxy.api.asgi import encode_headers, send_bytes
 from proxy.api.relay import ErrorShape, Progress, StreamReader, StreamRelay
 from proxy.api.trace import Trace
-from proxy.errors import UpstreamError
+from proxy.errors import UpstreamError, non_json_error_body
 from proxy.exchange import Exchange
 from proxy.history.context import request_texts, request_tokens_of, tools_text
 from proxy.history.explain import NativeTurn
@@ -127,6 +127,8 @@ async def _whole(
         await door._remember(ex, reader.turn())
     elif error_body is not None:
         body = error_body(status, body)
+    elif (shaped := non_json_error_body(body)) is not None:
+        body = shaped  # an HTML or text error page, sent as JSON: in the door's shape
     headers = [("content-type", "application/json"), *headers, *ex.extra_headers]
     mask = door.rt.key_mask
     if mask is not None:

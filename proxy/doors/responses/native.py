@@ -106,6 +106,13 @@ _TEXT_DELTAS = frozenset(
     }
 )
 _TEXT_AT = ("type", "item_id", "output_index", "content_index", "summary_index")
+# the deltas that grow an item begun, and the field of the item each grows
+_PARTIAL_FIELDS = {
+    "response.reasoning_summary_text.delta": "summary",
+    "response.reasoning_text.delta": "content",
+    "response.function_call_arguments.delta": "arguments",
+    "response.custom_tool_call_input.delta": "input",
+}
 _SUMMARY_EVENTS = frozenset(
     {
         "response.reasoning_summary_part.added",
@@ -401,6 +408,9 @@ class NativeResponses:
         self._items: dict[int, Json] = {}
         self._full: dict[int, Json] = {}
         self._ours: set[str] = set()  # ids of the reasoning items the proxy split off
+        # items begun and not done, by id: the client's output_index, the
+        # item, the texts its deltas brought (a stream cut short stores them)
+        self._open: dict[str, tuple[int, Json, dict[str, list[str]]]] = {}
         self._response: Json | None = None  # the latest response object seen
         # for the relay (proxy.api.relay.StreamReader): until the first data
         # event the client's status is still open
@@ -493,12 +503,19 @@ class NativeResponses:
                 splitter = TagSplitter(self.tags)
                 self._messages[item["id"]] = _Message(event, splitter, [event], {}, [])
                 return
+            if isinstance(item.get("id"), str):
+                self._open[item["id"]] = (self._index(event), item, {})
         elif message is not None:
             self._in_message(message, kind, event, out)
             return
+        elif kind in _PARTIAL_FIELDS:
+            self._grow(kind, event)
+            if kind in _SUMMARY_EVENTS and self.hidden:
+                return
         elif kind in _SUMMARY_EVENTS and self.hidden:
             return
         elif kind == "response.output_item.done" and item is not None:
+            self._open.pop(str(item.get("id")), None)
             event["item"] = self._keep(self._index(event), item)
         elif kind in _ENDS:
             self.state = _ENDS[kind]
@@ -764,10 +781,51 @@ class NativeResponses:
             return {**{k: v for k, v in item.items() if k != "content"}, "summary": []}
         return item
 
+    def _grow(self, kind: str, event: Json) -> None:
+        """A delta of an item begun: its text, for the turn of a stream cut short."""
+        begun = self._open.get(str(event.get("item_id")))
+        delta = event.get("delta")
+        if begun is not None and isinstance(delta, str):
+            begun[2].setdefault(_PARTIAL_FIELDS[kind], []).append(delta)
+
+    def _unfinished(self) -> list[tuple[float, Json]]:
+        """The items a stream cut short had begun, as far as they came, by
+        where they stand: split reasoning, messages (answer text as the
+        client got it, and reasoning after it), and the upstream's items."""
+        items: list[tuple[float, Json]] = []
+        if self._split is not None:
+            text = "".join(self._split.texts).strip()
+            items.append((self._split.index, _reasoning_item(self._split.id, text)))
+        for m in self._messages.values():
+            added = m.item.get("item")
+            at = self._index(m.item)
+            parts = [{"type": "output_text", "text": m.text(n)} for n in sorted(m.visible)]
+            items.append((at, {**(added if isinstance(added, dict) else {}), "content": parts}))
+            late = "".join(m.late).strip()
+            if late:
+                late_id = f"rs_{m.item.get('item', {}).get('id')}_after"
+                self._ours.add(late_id)
+                items.append((at + 0.5, _reasoning_item(late_id, late)))
+        for at, item, texts in self._open.values():
+            grown = dict(item)
+            for field, pieces in texts.items():
+                text = "".join(pieces)
+                if field == "summary":
+                    grown["summary"] = [{"type": "summary_text", "text": text}]
+                elif field == "content":
+                    grown["content"] = [{"type": "reasoning_text", "text": text}]
+                else:
+                    grown[field] = text
+            items.append((at, grown))
+        return items
+
     def turn(self) -> Turn:
-        """The response as a stored turn."""
+        """The response as a stored turn (cut short: with what had begun)."""
         response = self._response or {}
-        output = [self._full[i] for i in sorted(self._full)]
+        placed: list[tuple[float, Json]] = [(i, self._full[i]) for i in self._full]
+        if self.state != DONE:
+            placed += [(at, item) for at, item in self._unfinished() if at not in self._full]
+        output = [item for _, item in sorted(placed, key=lambda p: p[0])]
         return turn_of(response, output, self.state, self._ours, self.kept_upstream)
 
 
