@@ -6,7 +6,7 @@ included. When the route sets `context_limit` and the effective count passes
 `compression_threshold x context_limit`, the strip policy is tightened
 (`none` -> `allButLast` -> `all`) until the request fits or nothing is left
 to strip. The count follows OpenAI's chat accounting: each message costs its
-texts plus a few tokens of framing.
+texts plus a few tokens of framing, and each image part a fixed figure.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ Count = Callable[[str], int]
 
 PER_MESSAGE = 4  # role and separators around each message
 PER_REQUEST = 3  # the assistant reply's priming
+# an image part: OpenAI's cost of a 1024x1024 image (85 + 170 per 512-pixel
+# tile), or of any image at `detail: low`; its size is not read
+IMAGE_TOKENS = 765
+IMAGE_TOKENS_LOW = 85
 
 
 # fields of a message whose string values are counted as they are
@@ -40,7 +44,10 @@ def message_tokens(message: Any, count: Count) -> int:
     if not isinstance(message, dict):
         return 0
     total = PER_MESSAGE + count(str(message.get("role", "")))
-    total += count(content_text(message.get("content")))
+    content = message.get("content")
+    total += count(content_text(content))
+    if isinstance(content, list):
+        total += sum(map(image_tokens, content))
     for key, value in message.items():
         if key in _TEXT_FIELDS:
             if isinstance(value, str):
@@ -58,6 +65,15 @@ def message_tokens(message: Any, count: Count) -> int:
                     total += count(str(function.get("name", "")))
                     total += count(str(function.get("arguments", "")))
     return total
+
+
+def image_tokens(part: Any) -> int:
+    """The tokens of a content part that is an image (0 for any other)."""
+    if not isinstance(part, dict) or part.get("type") != "image_url":
+        return 0
+    image = part.get("image_url")
+    low = isinstance(image, dict) and image.get("detail") == "low"
+    return IMAGE_TOKENS_LOW if low else IMAGE_TOKENS
 
 
 def message_texts(message: Any) -> list[str]:
