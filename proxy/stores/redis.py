@@ -67,6 +67,10 @@ Cluster: redis-py follows MOVED and ASK. While a slot migrates, a script
 whose keys are split between the two nodes is answered TRYAGAIN (it did not
 run), and redis-py gives up after a few tries; every call is then retried
 here for up to SETTLE_SECONDS, which a slot's migration stays well within.
+A cluster that answers CLUSTERDOWN (a master just restarted, for 2 s; a
+master lost with no replica in its place, until it is back) is waited for
+the same way by the first call only: while it still says so, calls fail at
+once for DOWN_PAUSE, then one asks again.
 
 Failures: short socket timeouts and a single quick retry make a dead server
 fail in a second or two, not hang a request; the connection pool reconnects
@@ -120,6 +124,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import (
+    ClusterDownError,
     ClusterError,
     RedisClusterException,
     RedisError,
@@ -148,6 +153,10 @@ from proxy.stores.redis_keys import SEP, Keys, is_cluster_url, parse_cluster_url
 CONNECT_TIMEOUT = 1.0
 SOCKET_TIMEOUT = 1.0
 SETTLE_SECONDS = 3.0  # a call answered TRYAGAIN (a slot in migration) is retried this long
+# A cluster still answering CLUSTERDOWN after SETTLE_SECONDS is down (a master
+# lost and no replica in its place): for this long, calls fail at once rather
+# than each waiting SETTLE_SECONDS again; then one call asks it again.
+DOWN_PAUSE = 1.0
 SETTLE_PAUSE = 0.05
 SWEEP_INTERVAL = 60.0  # seconds between sweeps of expired conversations
 SWEEP_BATCH = 200  # conversations dropped per sweep at most
@@ -354,6 +363,7 @@ class RedisStore:
         self._sweeping = False
         self.evictions = 0
         self.unsettled = 0  # calls a cluster did not run (TRYAGAIN...), tried again
+        self._down_until = 0.0  # monotonic: the cluster said it is down; not asked until then
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -377,21 +387,30 @@ class RedisStore:
                 await client.aclose()
 
     async def ping(self) -> bool:
-        """The server answers, in the URL's mode; a cluster says its state is
-        ok and every primary takes writes; one server takes writes
-        (WRITE_PROBE)."""
+        """The server answers, in the URL's mode; on a cluster every primary
+        says its state is ok and takes writes; one server takes writes
+        (WRITE_PROBE). Each primary is asked for its own state: a master
+        just restarted answers CLUSTERDOWN for its slots (Redis holds it
+        down for 2 s) while the others already say ok."""
         r = self._client()
         if isinstance(r, RedisCluster):
             with _failures("ping"):
-                state = (await r.cluster_info()).get("cluster_state")
-            if _text(state) != "ok":
-                raise StoreFailure(f"redis store ping failed: cluster_state is {_text(state)}")
+                await r.initialize()  # the layout: none yet at start, nor after a reset
+                primaries = r.get_primaries()
+                infos = await asyncio.gather(*(r.cluster_info(target_nodes=n) for n in primaries))
+            for node, info in zip(primaries, infos, strict=True):
+                state = _text(info.get("cluster_state"))
+                if state != "ok":
+                    raise StoreFailure(
+                        f"redis store ping failed: cluster_state is {state} on {node.name}"
+                    )
             # every primary holds some conversations: each must take writes
             await _write_probe(
                 lambda: r.execute_command(
                     "EVAL", WRITE_PROBE, 0, target_nodes=RedisCluster.PRIMARIES
                 )
             )
+            self._down_until = 0.0  # every master says it serves its slots: ask again
             return True
         with _failures("ping"):
             info = await r.info("cluster")
@@ -407,16 +426,35 @@ class RedisStore:
 
     async def _settled(self, call: Callable[[], Awaitable[T]]) -> T:
         """`call()`, again while a cluster answers that it did not run it (a
-        slot in migration: TRYAGAIN, or redirections redis-py gave up on)."""
-        deadline = time.monotonic() + SETTLE_SECONDS
-        while True:
-            try:
-                return await call()
-            except _UNSETTLED:
-                if time.monotonic() > deadline:
-                    raise
-                self.unsettled += 1
-                await asyncio.sleep(SETTLE_PAUSE)
+        slot in migration: TRYAGAIN, or redirections redis-py gave up on; a
+        master just restarted: CLUSTERDOWN for its first 2 s). A cluster that
+        still says CLUSTERDOWN after that is down: the calls of the next
+        DOWN_PAUSE seconds fail at once, and then one asks again without
+        waiting for it, so an outage does not slow every request down."""
+        now = time.monotonic()
+        if now < self._down_until:
+            raise StoreFailure("redis store call failed: the cluster says it is down (CLUSTERDOWN)")
+        deadline = now + SETTLE_SECONDS
+        down = False  # the cluster said CLUSTERDOWN to this call
+        try:
+            while True:
+                try:
+                    result = await call()
+                except _UNSETTLED as exc:
+                    down = down or isinstance(exc, ClusterDownError)
+                    if time.monotonic() > deadline or (down and self._down_until):
+                        raise
+                    self.unsettled += 1
+                    await asyncio.sleep(SETTLE_PAUSE)
+                else:
+                    self._down_until = 0.0
+                    return result
+        except Exception:
+            # however it ended (redis-py may meet the lost master itself as
+            # it looks at the cluster's layout again, a ConnectionError)
+            if down:
+                self._down_until = time.monotonic() + DOWN_PAUSE
+            raise
 
     async def _run(self, script: str, keys: list[str], args: Sequence[Any]) -> Any:
         if not self._scripts:
