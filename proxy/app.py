@@ -74,7 +74,19 @@ COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 OWN_PREFIXES = ("/v1/conversations", "/v1/reasoning/")
 # answered while the process drains before it stops (probes and scrapes)
 DRAIN_PATHS = frozenset(("/healthz", "/readyz", "/metrics"))
-# endpoint labels (metrics, log lines) of the requests the FastAPI routers serve
+# endpoint labels (metrics, log lines) of the requests the dispatch refuses
+# itself (a wrong method, a shutdown), by the front door's exact path: the
+# label the door's own requests have
+DOOR_ENDPOINTS = {
+    CHAT_PATH: "chat.completions",
+    MESSAGES_PATH: "messages",
+    COUNT_TOKENS_PATH: "messages.count_tokens",
+    RESPONSES_PATH: "responses",
+    INPUT_TOKENS_PATH: "responses.input_tokens",
+    COMPACT_PATH: "responses.compact",
+    "/": "root",
+}
+# and of the requests the FastAPI routers serve
 API_ENDPOINTS = (
     ("/v1/conversations", "conversations"),
     ("/v1/reasoning/profiles", "profiles"),
@@ -374,10 +386,9 @@ def _from_own(own: Mapping[Ends, int], scope: Scope) -> bool:
 
 def api_endpoint(path: str) -> str:
     """The endpoint label of a request not served by a front door."""
-    if path == CHAT_PATH:
-        return "chat.completions"
-    if path == "/":
-        return "root"
+    door = DOOR_ENDPOINTS.get(path)
+    if door is not None:
+        return door
     for prefix, name in API_ENDPOINTS:
         if path.startswith(prefix):
             return name

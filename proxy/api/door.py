@@ -108,6 +108,7 @@ class Door(TracedEndpoint):
             log.info("request", extra={"body": truncate(_masked(own_key, ex.payload))})
         trace.route = ex.route.name
         trace.tenant = ex.key.tenant
+        trace.stream = ex.stream
         trace.fields.update(
             model=ex.payload.get("model"),
             conversation=ex.key.conversation,

@@ -209,7 +209,10 @@ class StreamRelay:
         if tap is not None and tap.pairs and watcher is not None:
             watcher.deltas(tap.pairs)
         failure = reader.failure
-        trace.outcome = "complete" if reader.state == DONE else "failed"
+        turn = reader.turn()
+        # an error event the upstream sent (first, or after data and before
+        # its [DONE]) ends the stream as a failure too: the turn is incomplete
+        trace.outcome = "complete" if turn.complete else "failed"
         if failure is not None:
             trace.upstream_error = FAILURE_KIND.get(failure.code, "malformed")
         if held is not None and (
@@ -219,9 +222,9 @@ class StreamRelay:
             # (a failure the upstream announced itself after its first data
             # event, in the same read, is relayed as it came, and so is one
             # the proxy found there: the data before it goes out first)
-            await self._early_failure()
+            await self._early_failure(turn)
             return
-        await self.remember(reader.turn())
+        await self.remember(turn)
         state.complete = True
         if held is not None:
             if held:
@@ -251,7 +254,7 @@ class StreamRelay:
         )
         self.state.started = True
 
-    async def _early_failure(self) -> None:
+    async def _early_failure(self, turn: Turn) -> None:
         """A stream that failed before its first data event: its first event was
         an error object (its own status, else 502; no turn is stored, as for an
         error status), or the upstream broke, went quiet or closed (502, 504 for
@@ -280,7 +283,7 @@ class StreamRelay:
             trace.fields["error"] = failure.code
             status = 504 if failure.code == "upstream_timeout" else 502
             body = error_body(failure)
-            await self.remember(reader.turn())
+            await self.remember(turn)
         headers = [("content-type", "application/json"), *headers, *ex.extra_headers]
         encoder = self.state.encoder
         if encoder is not None:

@@ -60,6 +60,7 @@ class Trace:
         "route",
         "scope",
         "status",
+        "stream",
         "tenant",
         "upstream_error",
     )
@@ -78,7 +79,11 @@ class Trace:
         self.status = 0
         self.route = "-"
         self.tenant: str | None = None
-        self.outcome: str | None = None  # streams: complete | failed | client_gone
+        # how the request ended: complete | failed (a stream's relay), client_gone
+        # or shutdown (any request of a door); counted as a stream's only when
+        # the client asked for one (`stream`)
+        self.outcome: str | None = None
+        self.stream = False
         self.upstream_error: str | None = None
         self.fields: dict[str, Any] = {}
         self._in_flight = metrics.child(metrics.in_flight, endpoint)
@@ -117,7 +122,7 @@ class Trace:
         route, endpoint = self.route, self.endpoint
         m.child(m.requests, route, endpoint, str(status)).inc()
         m.child(m.request_duration, route, endpoint).observe(end - self._start)
-        if self.outcome is not None:
+        if self.outcome is not None and self.stream:
             m.child(m.streams, route, self.outcome).inc()
         if self.upstream_error is not None:
             m.child(m.upstream_errors, route, self.upstream_error).inc()
