@@ -233,12 +233,21 @@ class _Translator:
         else:
             self.drop(f"content.document.{kind}")
             return None
+        self.citations(block, "document")
         heads = [block.get(key) for key in ("title", "context")]
         return "\n\n".join([*(h for h in heads if isinstance(h, str) and h), text])
+
+    def citations(self, block: Json, kind: str) -> None:
+        """A document or search result that asks for citations: a Chat
+        upstream cites nothing, so the answer will have none (named)."""
+        wanted = block.get("citations")
+        if isinstance(wanted, dict) and wanted.get("enabled") is True:
+            self.drop(f"content.{kind}.citations")
 
     def search_result(self, block: Json, at: str) -> str:
         """A search result (a RAG tool's answer, or the user's) as the text a
         Chat model reads: its title, its source, then its text blocks."""
+        self.citations(block, "search_result")
         pieces = []
         for key in ("title", "source"):
             value = block.get(key)
@@ -407,7 +416,8 @@ class _Translator:
         kind = raw["type"]
         names = {t["function"]["name"] for t in tools}
         if kind == "none":
-            payload["tool_choice"] = "none"
+            if tools:  # without tools nothing can be called; OpenAI refuses the pair
+                payload["tool_choice"] = "none"
             return
         if kind not in ("auto", "any", "tool"):
             raise bad("tool_choice.type", "must be one of: auto, any, tool, none")

@@ -85,8 +85,8 @@ def usage_of(usage: Any, input_estimate: int, output_estimate: int) -> Json:
     both counts, 0 when nothing was cached. A cache read is chat's
     `prompt_tokens_details.cached_tokens` (DeepSeek's
     `prompt_cache_hit_tokens`), a cache write OpenRouter's
-    `prompt_tokens_details.cache_write_tokens`; both are part of chat's
-    `prompt_tokens`."""
+    `prompt_tokens_details.cache_write_tokens` (LiteLLM's
+    `cache_creation_input_tokens`); both are part of chat's `prompt_tokens`."""
     out: Json = {
         "input_tokens": input_estimate,
         "cache_creation_input_tokens": 0,
@@ -106,9 +106,12 @@ def usage_of(usage: Any, input_estimate: int, output_estimate: int) -> Json:
     cached = details.get("cached_tokens")
     if not _count(cached):
         cached = usage.get("prompt_cache_hit_tokens")
+    written = details.get("cache_write_tokens")
+    if not _count(written):
+        written = usage.get("cache_creation_input_tokens")
     for key, value in (
         ("cache_read_input_tokens", cached),
-        ("cache_creation_input_tokens", details.get("cache_write_tokens")),
+        ("cache_creation_input_tokens", written),
     ):
         if _count(value) and value <= out["input_tokens"]:
             out["input_tokens"] -= value
