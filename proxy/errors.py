@@ -104,6 +104,15 @@ class PayloadTooLarge(ProxyError):
     default_code = "request_too_large"
 
 
+class UnsupportedMediaType(ProxyError):
+    """A request body in a form the proxy cannot read (a Content-Encoding
+    other than gzip or deflate)."""
+
+    status = 415
+    type = "invalid_request_error"
+    default_code = "unsupported_media_type"
+
+
 class RequestTimeout(ProxyError):
     """A request's head or body stopped arriving (server.request_header_timeout,
     server.request_body_timeout); the connection is closed after it."""

@@ -6,8 +6,9 @@ the answer comes back with its status, headers and body, streamed. The model
 is read from any body that is a JSON object, whatever its Content-Type says:
 upstreams parse such a body as JSON regardless, so a Content-Type must not
 take a request past the routes' model globs. A multipart form (an audio
-upload) names its model in a `model` field, read by formdata.py; the body
-still goes on as it came, byte for byte.
+upload) names its model in a `model` field, read by formdata.py; a gzip or
+deflate body is read decoded; a `/models/{id}` path names its model itself.
+The body still goes on as it came, byte for byte.
 
 The path goes as the client wrote it (percent-escapes kept), below the
 route's base URL, and never above it: a path with a `.` or `..` segment, in
@@ -21,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import zlib
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote_plus, unquote_to_bytes
@@ -47,14 +49,17 @@ from proxy.errors import (
     BadRequest,
     Forbidden,
     MethodNotAllowed,
+    PayloadTooLarge,
     ProxyError,
     ServerShuttingDown,
+    UnsupportedMediaType,
     require_type,
 )
 from proxy.exchange import ADMIN_NOT_FORWARDED, Planner, upstream_headers
 from proxy.formdata import UnreadableForm, form_values
+from proxy.http1.decoder import decoder_for
 from proxy.runtime import Runtime
-from proxy.upstream import Upstream, UpstreamReadError, response_headers
+from proxy.upstream import Response, Upstream, UpstreamReadError, response_headers
 
 
 class PassthroughEndpoint(TracedEndpoint):
@@ -82,7 +87,10 @@ class PassthroughEndpoint(TracedEndpoint):
             tenant = trace.tenant = self.rt.tenant(authorization)
             body = await read_body(receive, config.limits.max_body_bytes)
             content_types = [v for k, v in headers if k == "content-type"]
-            model = model_of(body, content_types, config.limits.max_header_bytes)
+            encodings = [v for k, v in headers if k == "content-encoding"]
+            readable = decoded_body(body, encodings, config.limits.max_body_bytes)
+            model = model_of(readable, content_types, config.limits.max_header_bytes)
+            model = path_model(suffix) or model  # the model the upstream acts on
             route = self.planner.route(model)
             trace.route = route.name
             ownership.check_account_object(route, scope["method"], suffix)
@@ -150,10 +158,10 @@ class PassthroughEndpoint(TracedEndpoint):
                 trace.upstream_error = "status"
             out_headers = response_headers(response)
             if mask is not None:
-                # a masked body may change length: let the server frame it
-                out_headers = [
-                    (k, v) for k, v in mask.headers(out_headers) if k.lower() != "content-length"
-                ]
+                out_headers = mask.headers(out_headers)
+            length = kept_length(response, scope["method"], mask is None)
+            if length is not None:
+                out_headers.append(("content-length", length))
             await send(
                 {
                     "type": "http.response.start",
@@ -174,6 +182,25 @@ class PassthroughEndpoint(TracedEndpoint):
                 return
             last = masking.flush() if masking is not None else b""
             await send({"type": "http.response.body", "body": last, "more_body": False})
+
+
+def kept_length(response: Response, method: str, unmasked: bool) -> str | None:
+    """The upstream's Content-Length, when the client gets the body it
+    counts: a HEAD's (no body, the length of the one a GET gets), or a body
+    passed on as it came (not decoded here, no key masked in it, which may
+    change its length). With it a client sees a body the upstream cut short
+    as cut (fewer bytes than announced), and a download's size ahead; else
+    the server frames the body itself. None for a 1xx, 204 or 304, which
+    carry no body."""
+    length = response.header("content-length")
+    if length is None or response.status < 200 or response.status in (204, 304):
+        return None
+    if response.header("transfer-encoding") is not None:  # chunked wins: the length lies
+        return None
+    length = length.strip()
+    if not (length.isascii() and length.isdigit()):
+        return None
+    return length if method == "HEAD" or (unmasked and not response.decoded) else None
 
 
 # a dot segment (also as `..;`, a path parameter some servers strip, and
@@ -281,6 +308,60 @@ def _in_query(token: str, suffix: str) -> bool:
     """`token` is in the query string, as written or decoded."""
     query = suffix.partition("?")[2]
     return bool(token) and (token in query or token in unquote_plus(query))
+
+
+def path_model(suffix: str) -> str | None:
+    """The model a `/models/{id}` path names (`GET` one model, `DELETE` a
+    fine-tuned one), as an upstream reads it (`ownership.path_segments`; an
+    id may hold a `/`), or None: such a request goes to the route that
+    serves that model, as a body naming it would."""
+    segments = ownership.path_segments(suffix)
+    if len(segments) > 1 and segments[0].lower() == "models":
+        return "/".join(segments[1:])
+    return None
+
+
+# the request body encodings read here to find the model (what the client
+# transport decodes); the body still goes on encoded, as it came
+READ_ENCODINGS = "gzip, deflate"
+
+
+def decoded_body(body: bytes, encodings: Sequence[str], limit: int) -> bytes:
+    """The body as the upstream reads it, under its Content-Encoding values:
+    decoded when gzip or deflate (at most `limit` bytes), as it is when
+    `identity` or none. Another encoding, or more than one, is a 415 (an
+    upstream may decode it and read a model no route serves); a body that
+    does not decode is a 400, one that decodes past `limit` a 413."""
+    codings = [c for value in encodings for c in (p.strip().lower() for p in value.split(",")) if c]
+    codings = [c for c in codings if c != "identity"]
+    if not codings or not body:
+        return body
+    decoder = decoder_for(codings[0]) if len(codings) == 1 else None
+    if decoder is None:
+        raise UnsupportedMediaType(
+            f"A request body's Content-Encoding is read here only as one of: {READ_ENCODINGS}.",
+            code="unsupported_content_encoding",
+            headers={"Accept-Encoding": READ_ENCODINGS},
+        )
+    parts: list[bytes] = []
+    size = 0
+    try:
+        decoder.feed(body)
+        while decoder.ready():
+            piece = decoder.decode()
+            size += len(piece)
+            if size > limit:
+                raise PayloadTooLarge(
+                    f"The request body decodes to more than limits.max_body_bytes ({limit} bytes)."
+                )
+            parts.append(piece)
+        parts.append(decoder.flush())
+    except zlib.error:
+        raise BadRequest(
+            "The request body does not decode under its Content-Encoding.",
+            code="invalid_content_encoding",
+        ) from None
+    return b"".join(parts)
 
 
 # whitespace, byte-order marks and UTF-16/32 padding, then the opening brace
