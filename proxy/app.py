@@ -125,11 +125,9 @@ class ProxyApp:
         self.messages = MessagesEndpoint(runtime, self.chat.planner)
         self.count_tokens = CountTokensEndpoint(runtime, self.messages)
         # Anthropic clients get the model list in their shape, converted here
-        # unless the default route's upstream speaks Messages (and so that shape)
-        self.anthropic_models = (
-            AnthropicModelsEndpoint(runtime, self.chat.planner)
-            if default is None or default.api != "messages"
-            else None
+        # unless the upstream asked speaks Messages (and so that shape)
+        self.anthropic_models = AnthropicModelsEndpoint(
+            runtime, self.chat.planner, self.passthrough
         )
         self.mounts = tuple((mounts or {}).items())
         self.own_connections = runtime.upstream.own_connections
@@ -209,8 +207,7 @@ class ProxyApp:
                 return
             endpoint = self.responses
         elif (
-            self.anthropic_models is not None
-            and scope["method"] == "GET"
+            scope["method"] == "GET"
             and (door == MODELS_PATH or door.startswith(MODELS_PATH + "/"))
             and anthropic_client(scope)
         ):

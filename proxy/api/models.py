@@ -4,15 +4,16 @@ A request that carries `anthropic-version` (the `anthropic` SDK sends it on
 every call) gets the model list in Anthropic's shape, paged, and one model
 by id (`proxy.doors.messages.models`); every other client's request passes
 through unchanged, in OpenAI's shape. The list is the one the pass-through
-serves: the `/models` of the default route's upstream, asked with the same
+serves: the `/models` of the default route's upstream (for one model, of
+the route that serves that id, as on the pass-through), asked with the same
 credentials (the route key, or the client's own, its `x-api-key` sent as
 `Authorization: Bearer` as the Messages door sends it; `anthropic-*` headers
 stay here), under the same auth and tenant rules. Paging is done here over
 the whole list, and a model is found in the list (not every
 OpenAI-compatible server answers `/models/{id}`). Errors are in Anthropic's
-shape, an upstream's keeping its status. A Messages upstream (`api:
-messages`) answers in Anthropic's shape itself, so its requests stay on the
-pass-through (see `ProxyApp`).
+shape, an upstream's keeping its status; an id no route serves is a 404.
+A Messages upstream (`api: messages`) answers in Anthropic's shape itself,
+so the requests that go to one stay on the pass-through.
 """
 
 from __future__ import annotations
@@ -65,10 +66,11 @@ def model_id_of(scope: Scope) -> str | None:
 class AnthropicModelsEndpoint(TracedEndpoint):
     endpoint = "models"
 
-    def __init__(self, runtime: Runtime, planner: Planner) -> None:
+    def __init__(self, runtime: Runtime, planner: Planner, passthrough: TracedEndpoint) -> None:
         self.rt = runtime
         self.metrics = runtime.metrics
         self.planner = planner
+        self.passthrough = passthrough
 
     async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
         rt = self.rt
@@ -76,11 +78,15 @@ class AnthropicModelsEndpoint(TracedEndpoint):
         try:
             headers = client_credential(request_headers(scope, limits.max_header_bytes))
             trace.tenant = rt.tenant(self.planner.authorize(headers))
+            model = model_id_of(scope)
+            route = self.planner.route(model)  # one model's route: the one serving it
+            if route.api == "messages":  # it speaks Anthropic's shape itself
+                await self.passthrough._handle(scope, receive, trace)
+                return
             await read_body(receive, limits.max_body_bytes)
-            route = self.planner.route(None)
             trace.route = route.name
             query = scope.get("query_string", b"").decode("latin-1")
-            want = model_id_of(scope) or page_params(query)  # one model, or a page
+            want = model or page_params(query)  # one model, or a page
         except ProxyError as exc:
             trace.fields["error"] = exc.code
             await send_anthropic_error(trace.send, exc)

@@ -131,6 +131,21 @@ class PassthroughEndpoint(TracedEndpoint):
         finally:
             watch.stop()
 
+    def outgoing(
+        self, route: Route, suffix: str, headers: list[tuple[str, str]]
+    ) -> tuple[str, list[tuple[str, str]]]:
+        """The path and headers a request goes upstream with: the route's key
+        alone when it has one (none of the client's, in the query either); a
+        query that holds the admin token is a 403."""
+        admin = self.rt.config.admin_token
+        out = upstream_headers(headers, route, json=False, admin=admin)
+        if route.keyed:  # the route's key alone: none of the client's goes
+            suffix = without_query_credentials(suffix)
+        elif admin is not None and _in_query(admin.get(), suffix):
+            # a key in the query goes upstream as it came: never the admin token
+            raise Forbidden(ADMIN_NOT_FORWARDED, code="admin_token_not_forwarded")
+        return suffix, out
+
     async def _forward(
         self,
         scope: Scope,
@@ -140,13 +155,7 @@ class PassthroughEndpoint(TracedEndpoint):
         headers: list[tuple[str, str]],
         body: bytes,
     ) -> None:
-        admin = self.rt.config.admin_token
-        out = upstream_headers(headers, route, json=False, admin=admin)
-        if route.keyed:  # the route's key alone: none of the client's goes
-            suffix = without_query_credentials(suffix)
-        elif admin is not None and _in_query(admin.get(), suffix):
-            # a key in the query goes upstream as it came: never the admin token
-            raise Forbidden(ADMIN_NOT_FORWARDED, code="admin_token_not_forwarded")
+        suffix, out = self.outgoing(route, suffix, headers)
         send = trace.send
         mask = self.rt.key_mask
         trace.upstream_started()

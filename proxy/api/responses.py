@@ -52,6 +52,7 @@ from proxy.api.asgi import (
     Message,
     Receive,
     Scope,
+    encode_headers,
     header_list,
     read_body,
     request_headers,
@@ -61,9 +62,13 @@ from proxy.api.asgi import (
 from proxy.api.conversations import caller_tenant
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
+from proxy.api.failures import read_failure_error, upstream_status
+from proxy.api.messages import NO_COUNT_ENDPOINT, NO_COUNT_MEMO, Answer
 from proxy.api.native import count_chat, count_restored, forward_native
+from proxy.api.passthrough import PassthroughEndpoint, upstream_suffix
 from proxy.api.relay import Progress
 from proxy.api.trace import Trace, TracedEndpoint
+from proxy.config import Route
 from proxy.doors.responses.encoder import ResponsesEncoder
 from proxy.doors.responses.items import (
     chain_items,
@@ -106,6 +111,7 @@ from proxy.runtime import Runtime
 from proxy.sealing import Sealed
 from proxy.settings import SETTINGS, header_overrides, request_conversation_id
 from proxy.stores.base import StoreFailure
+from proxy.upstream import Upstream, UpstreamReadError, response_headers
 
 log = logging.getLogger("proxy.responses")
 
@@ -476,7 +482,7 @@ class ResponsesAside(TracedEndpoint):
     # /v1/responses restores (a turn's the client dropped)
     restores = False
 
-    def __init__(self, door: ResponsesEndpoint, passthrough: TracedEndpoint) -> None:
+    def __init__(self, door: ResponsesEndpoint, passthrough: PassthroughEndpoint) -> None:
         self.door = door
         self.rt = door.rt
         self.metrics = door.metrics
@@ -484,6 +490,7 @@ class ResponsesAside(TracedEndpoint):
 
     async def _handle(self, scope: Scope, receive: Receive, trace: Trace) -> None:
         rt, door = self.rt, self.door
+        answer: Answer | None
         try:
             headers = request_headers(scope, rt.config.limits.max_header_bytes)
             authorization = door.planner.authorize(headers)
@@ -496,7 +503,7 @@ class ResponsesAside(TracedEndpoint):
             if route.api == "responses":
                 # as to /v1/responses: the proxy's own reasoning items stay home
                 # (their envelopes mean nothing upstream)
-                tenant = rt.tenant(authorization)
+                tenant = trace.tenant = rt.tenant(authorization)
                 if ownership.guarded(route):
                     # (a compaction of another tenant's chain would give its items)
                     previous = body.get("previous_response_id")
@@ -504,29 +511,52 @@ class ResponsesAside(TracedEndpoint):
                 foreign = without_own_items(body, door._ours(tenant))
                 if foreign is not None:
                     raw = orjson.dumps(foreign)
+                ex: Exchange | None = None
                 if self.restores:
                     # and the reasoning items /v1/responses would restore go too
                     ex = await door._native(headers, body, tenant, counting=True)
                     if any(t["action"] == "reinjected" for t in ex.plan.notes["messages"]):
                         raw = orjson.dumps(ex.payload)
-                await self.passthrough._handle(scope, _replay(raw, receive), trace)
-                return
-            if route.api != "chat":
+                answer = await self._upstream(scope, receive, trace, headers, raw, ex)
+                if answer is None:  # the pass-through answered
+                    return
+            elif route.api != "chat":
                 raise BadRequest(
                     f"This route's upstream speaks the {route.api} API; the Responses door "
                     "goes to chat and Responses upstreams only.",
                     param="model",
                     code="unsupported_upstream_api",
                 )
-            tenant = trace.tenant = rt.tenant(authorization)
-            answer = await self._chat(headers, body, options, tenant)
+            else:
+                tenant = trace.tenant = rt.tenant(authorization)
+                answer = 200, orjson.dumps(await self._chat(headers, body, options, tenant)), []
         except ProxyError as exc:
             trace.fields["error"] = exc.code
             await send_error(trace.send, exc)
             return
         except ClientGone:
             return
-        await send_bytes(trace.send, 200, orjson.dumps(answer), [JSON_TYPE])
+        status, data, extra = answer
+        mask = rt.key_mask
+        if mask is not None:  # an upstream may quote the route's key back (a 401)
+            extra, data = mask.headers(extra), mask.data(data)
+        typed = any(k.lower() == "content-type" for k, _ in extra)
+        out = encode_headers(extra) if typed else [JSON_TYPE, *encode_headers(extra)]
+        await send_bytes(trace.send, status, data, out)
+
+    async def _upstream(
+        self,
+        scope: Scope,
+        receive: Receive,
+        trace: Trace,
+        headers: list[tuple[str, str]],
+        raw: bytes,
+        ex: Exchange | None,
+    ) -> Answer | None:
+        """The request, with `raw` for its body, to the Responses upstream,
+        which answers the client (None)."""
+        await self.passthrough._handle(scope, _replay(raw, receive), trace)
+        return None
 
     async def _chat(
         self, headers: list[tuple[str, str]], body: dict[str, Any], options: Options, tenant: str
@@ -545,6 +575,72 @@ class InputTokensEndpoint(ResponsesAside):
 
     endpoint = "responses.input_tokens"
     restores = True
+
+    def __init__(self, door: ResponsesEndpoint, passthrough: PassthroughEndpoint) -> None:
+        super().__init__(door, passthrough)
+        # route name -> until when (monotonic) its upstream is known to count nothing
+        self._uncounted: dict[str, float] = {}
+
+    async def _upstream(
+        self,
+        scope: Scope,
+        receive: Receive,
+        trace: Trace,
+        headers: list[tuple[str, str]],
+        raw: bytes,
+        ex: Exchange | None,
+    ) -> Answer | None:
+        """The Responses upstream's own count; one without that endpoint (a
+        404, 405 or 501, or a 2xx without an `input_tokens` count: vLLM and
+        most servers that serve /v1/responses) gets the proxy's count of the
+        body as /v1/responses would send it, and for NO_COUNT_MEMO seconds
+        after that the route's requests are counted without asking."""
+        assert ex is not None  # (planned: this endpoint restores)
+        route = ex.route
+        if self._uncounted.get(route.name, 0.0) <= time.monotonic():
+            answer = await self._upstream_count(scope, trace, headers, raw, route)
+            if answer is not None:
+                return answer
+            self._uncounted[route.name] = time.monotonic() + NO_COUNT_MEMO
+        trace.fields["counted_by"] = "proxy"
+        counted = {"object": "response.input_tokens", "input_tokens": ex.plan.effective}
+        return 200, orjson.dumps(counted), []
+
+    async def _upstream_count(
+        self,
+        scope: Scope,
+        trace: Trace,
+        headers: list[tuple[str, str]],
+        raw: bytes,
+        route: Route,
+    ) -> Answer | None:
+        """The upstream's answer (an error as it came, with its status), or
+        None when it has no input_tokens endpoint."""
+        rt = self.rt
+        suffix, out = self.passthrough.outgoing(route, upstream_suffix(scope), headers)
+        trace.upstream_started()
+        async with rt.upstream.request(route, "POST", suffix, out, raw) as response:
+            status = response.status
+            if status in NO_COUNT_ENDPOINT:
+                return None
+            trace.upstream_first_byte()
+            trace.upstream_error = upstream_status(status)
+            try:
+                body = await Upstream.read_all(response, rt.config.limits.max_response_bytes)
+            except UpstreamReadError as exc:
+                raise read_failure_error(exc) from None
+            # (the length is the answer's own: masking may change it)
+            kept = [(k, v) for k, v in response_headers(response) if k.lower() != "content-length"]
+        if status < 300:
+            try:
+                answer = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                answer = None
+            count = answer.get("input_tokens") if isinstance(answer, dict) else None
+            if type(count) is not int or count < 0:
+                return None  # answered the path without counting
+        trace.fields["counted_by"] = "upstream"
+        return status, body, kept
 
     async def _chat(
         self, headers: list[tuple[str, str]], body: dict[str, Any], options: Options, tenant: str
