@@ -576,8 +576,19 @@
     return entry;
   }
 
-  function isStreaming(id) {
-    for (const turn of state.live.values()) if (turn.conversation === id && !turn.done) return true;
+  function owns(entry, turn) {
+    // on the admin's page two tenants may each have a conversation of one id:
+    // a turn belongs to the one of its tenant (a tenant's own page has one)
+    if (!entry || turn.conversation !== entry.id) return false;
+    return state.scope !== 'all' || !turn.tenant || !entry.tenant || turn.tenant === entry.tenant;
+  }
+
+  function shownEntry() {
+    return state.conversations.get(state.selected);
+  }
+
+  function isStreaming(entry) {
+    for (const turn of state.live.values()) if (owns(entry, turn) && !turn.done) return true;
     return false;
   }
 
@@ -598,7 +609,7 @@
             class: 'conversation-item',
             'data-ref': c.ref,
             'data-conversation': c.id,
-            'data-live': String(isStreaming(c.id)),
+            'data-live': String(isStreaming(c)),
             'aria-current': c.ref === state.selected ? 'true' : null,
           },
           el('span', { class: 'id' }, c.id),
@@ -697,13 +708,13 @@
     const entry = state.conversations.get(ref);
     if (!entry) return;
     for (const [id, turn] of state.live) {
-      if (turn.conversation === entry.id && turn.done) {
+      if (owns(entry, turn) && turn.done) {
         state.live.delete(id);
         turn.el.remove();
       }
     }
     const shown = state.selected === ref;
-    if (isStreaming(entry.id)) {
+    if (isStreaming(entry)) {
       entry.turns = 0;
       entry.context = null;
     } else {
@@ -742,10 +753,12 @@
     // conversations seen only on the feed so far (not stored yet) stay listed
     for (const entry of previous.values()) {
       if (next.has(entry.ref)) continue;
-      const known = [...next.values()].filter((c) => c.id === entry.id);
+      // a feed entry whose tenant was not named is the stored one of its id;
+      // one whose tenant is named is not another tenant's of the same id
+      const known = [...next.values()].filter((c) => c.id === entry.id && (entry.tenant === null || c.tenant === entry.tenant));
       if (known.length) {
         if (state.selected === entry.ref) state.selected = known.sort((a, b) => b.updated - a.updated)[0].ref;
-      } else if ([...state.live.values()].some((t) => t.conversation === entry.id)) {
+      } else if ([...state.live.values()].some((t) => owns(entry, t))) {
         next.set(entry.ref, entry);
       }
     }
@@ -798,7 +811,7 @@
       if (data.tokens) entry.context = data.tokens;
       // finished turns the store already holds are drawn from the store now
       for (const [id, turn] of state.live) {
-        if (turn.conversation === entry.id && turn.done && turn.persisted && turn.endSeq <= seenEvents) {
+        if (owns(entry, turn) && turn.done && turn.persisted && turn.endSeq <= seenEvents) {
           carryExpansions(turn, data);
           state.live.delete(id);
         }
@@ -844,7 +857,7 @@
       for (const turn of state.stored.turns) turns.push(renderStoredTurn(entry.id, turn));
     }
     if (entry) {
-      for (const turn of state.live.values()) if (turn.conversation === entry.id) turns.push(turn.el);
+      for (const turn of state.live.values()) if (owns(entry, turn)) turns.push(turn.el);
     }
     // a redraw must not throw the keyboard user's focus back to the top
     const focused = document.activeElement?.closest?.('[data-ai-reasoning]');
@@ -892,13 +905,13 @@
       await onTurnStart(turn, event);
     }
     if (event.type === 'delta') {
-      const shown = state.conversations.get(state.selected)?.id === turn.conversation;
+      const shown = owns(shownEntry(), turn);
       if (shown) keepScroll(() => liveDelta(turn, event.kind, event.text || ''));
       else liveDelta(turn, event.kind, event.text || '');
     } else if (event.type === 'turn_end') {
       endLiveTurn(turn, event);
       await loadConversations();
-      if (state.conversations.get(state.selected)?.id === turn.conversation) await loadSelected(false);
+      if (owns(shownEntry(), turn)) await loadSelected(false);
       else if (turn.persisted) state.live.delete(turn.id);
       renderList();
     }
@@ -910,7 +923,7 @@
     if (turn.model) entry.model = turn.model;
     if (event.context) entry.context = event.context;
     renderList();
-    const shown = state.conversations.get(state.selected)?.id === turn.conversation;
+    const shown = owns(shownEntry(), turn);
     if (shown) {
       renderContext(entry);
       keepScroll(() => $('turns').append(turn.el));
