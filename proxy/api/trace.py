@@ -41,6 +41,9 @@ SERVER_OWN = frozenset((b"date", b"server"))
 # the scope state's key for the status the connection answered a request with
 # itself, while the app ran it (a body that stopped arriving: 408)
 REFUSED = "proxy.refused_status"
+# requests that stay open as long as their client watches (the inspector's
+# live feed): their duration is the connection's, so not in the histogram
+UNTIMED_PATHS = frozenset(("/ui/events",))
 
 
 class Trace:
@@ -121,7 +124,8 @@ class Trace:
         status = self.status or (self.scope.get("state") or {}).get(REFUSED) or 499
         route, endpoint = self.route, self.endpoint
         m.child(m.requests, route, endpoint, str(status)).inc()
-        m.child(m.request_duration, route, endpoint).observe(end - self._start)
+        if self.path not in UNTIMED_PATHS:
+            m.child(m.request_duration, route, endpoint).observe(end - self._start)
         if self.outcome is not None and self.stream:
             m.child(m.streams, route, self.outcome).inc()
         if self.upstream_error is not None:
