@@ -52,8 +52,8 @@ ENV_DIALECT = "REASONING_PROXY_DIALECT"
 ENV_IMPLICIT_OPEN_TAG = "REASONING_PROXY_IMPLICIT_OPEN_TAG"
 # a true/false variable's spellings (any case), those a config file's
 # `implicit_open_tag: ${VAR}` takes too; empty is false
-ENV_TRUE = frozenset(("1", "true", "yes", "on", "t", "y"))
-ENV_FALSE = frozenset(("", "0", "false", "no", "off", "f", "n"))
+FLAG_TRUE = frozenset(("1", "true", "yes", "on", "t", "y"))
+FLAG_FALSE = frozenset(("", "0", "false", "no", "off", "f", "n"))
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -645,9 +645,9 @@ def env_flag(name: str, value: str) -> bool:
     """A true/false environment variable's value; a ConfigError naming the
     variable for any other spelling (never silently false)."""
     spelled = value.strip().lower()
-    if spelled in ENV_TRUE:
+    if spelled in FLAG_TRUE:
         return True
-    if spelled in ENV_FALSE:
+    if spelled in FLAG_FALSE:
         return False
     raise ConfigError(
         f"{name}={value}: not true or false (1, true, yes or on; 0, false, no, off or empty)"
