@@ -218,7 +218,11 @@ def _count(obj: Any, *path: str) -> int:
 
 def usage_of(chat: Any, reasoning_estimate: int | None = None) -> Json | None:
     """Chat usage as Responses usage; reasoning tokens the upstream did not
-    report are the proxy's estimate of the reasoning it stored."""
+    report are the proxy's estimate of the reasoning it stored. Cache reads
+    are chat's `prompt_tokens_details.cached_tokens` (DeepSeek's
+    `prompt_cache_hit_tokens`), cache writes OpenRouter's
+    `prompt_tokens_details.cache_write_tokens` (LiteLLM's
+    `cache_creation_input_tokens`): both part of `input_tokens`, as in chat."""
     if not isinstance(chat, dict):
         return None
     prompt = _count(chat, "prompt_tokens")
@@ -226,11 +230,13 @@ def usage_of(chat: Any, reasoning_estimate: int | None = None) -> Json | None:
     reasoning = _count(chat, "completion_tokens_details", "reasoning_tokens")
     if not reasoning and reasoning_estimate:
         reasoning = min(reasoning_estimate, completion) if completion else reasoning_estimate
+    cached = _count(chat, "prompt_tokens_details", "cached_tokens")
+    written = _count(chat, "prompt_tokens_details", "cache_write_tokens")
     return {
         "input_tokens": prompt,
         "input_tokens_details": {
-            "cached_tokens": _count(chat, "prompt_tokens_details", "cached_tokens"),
-            "cache_write_tokens": 0,
+            "cached_tokens": cached or _count(chat, "prompt_cache_hit_tokens"),
+            "cache_write_tokens": written or _count(chat, "cache_creation_input_tokens"),
         },
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": reasoning},
