@@ -18,6 +18,7 @@ never modified: changed messages are copies.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -104,6 +105,20 @@ class AssistantMessage:
     @property
     def fingerprint(self) -> str | None:
         return fingerprint(content_text(self.content) + self.refusal, self.tool_calls)
+
+    @property
+    def fingerprints(self) -> tuple[str, ...]:
+        """The fingerprint, then those of the same message with its tool
+        calls' JSON arguments written with and without `\\u` escapes (a
+        client that parses the arguments and writes them again, as
+        LangChain does, escapes what the model wrote as is)."""
+        text = content_text(self.content) + self.refusal
+        out: list[str] = []
+        for calls in (self.tool_calls, *_rewritten(self.tool_calls)):
+            fp = fingerprint(text, calls)
+            if fp is not None and fp not in out:
+                out.append(fp)
+        return tuple(out)
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -298,24 +313,71 @@ async def find_stored(
 
 
 async def best_stored(a: AssistantMessage, get: Any) -> Turn | None:
-    """By tool-call id, else by fingerprint. Some upstreams reuse tool-call ids
-    (Kimi numbers them `functions.name:0` per conversation), so a turn found
-    by id whose content differs yields to one whose fingerprint matches. A
-    turn found by fingerprint whose calls have ids none of the message's
-    has is another answer that said the same (another chat's identical
-    call): not a match."""
-    fp = a.fingerprint
+    """By tool-call id, else by fingerprint. Some upstreams and models reuse
+    tool-call ids (Kimi numbers them `functions.name:0` per conversation,
+    others `call_0` per turn), so a turn found by id whose content differs
+    yields to one whose fingerprint matches, and is not a match at all when
+    its tool calls are not the message's (another chat's call under the same
+    id, or a call the client edited). A turn found by fingerprint whose
+    calls have ids none of the message's has is another answer that said
+    the same (another chat's identical call): not a match."""
+    fps = a.fingerprints
     for call_id in a.tool_call_ids:
         turn = await _get(get, f"t:{call_id}")
         if turn is None:
             continue
-        if fp and turn_refs_of(turn)[1] != fp:
+        if not fps or turn_refs_of(turn)[1] in fps:
+            return turn
+        for fp in fps:
             exact = await _get(get, f"f:{fp}")
             if exact is not None and _same_calls(a, exact):
                 return exact
-        return turn
-    found = await _get(get, f"f:{fp}") if fp else None
-    return found if found is not None and _same_calls(a, found) else None
+        if _calls_of(turn) == _canonical(a.tool_calls):
+            return turn  # the same calls, the text around them changed
+    for fp in fps:
+        found = await _get(get, f"f:{fp}")
+        if found is not None and _same_calls(a, found):
+            return found
+    return None
+
+
+def _rewritten(calls: tuple[tuple[str, str], ...]) -> list[tuple[tuple[str, str], ...]]:
+    """The calls with their JSON arguments written again, with `\\u` escapes
+    and without (none when no argument is JSON)."""
+    parsed = [_parsed(args) for _, args in calls]
+    if all(p is _NOT_JSON for p in parsed):
+        return []
+    return [
+        tuple(
+            (name, args if p is _NOT_JSON else json.dumps(p, ensure_ascii=escaped))
+            for (name, args), p in zip(calls, parsed, strict=True)
+        )
+        for escaped in (False, True)
+    ]
+
+
+_NOT_JSON = object()
+
+
+def _parsed(args: str) -> Any:
+    try:
+        return json.loads(args)
+    except ValueError:
+        return _NOT_JSON
+
+
+def _canonical(calls: Iterable[tuple[str, str]]) -> list[tuple[str, Any]]:
+    """Tool calls compared by what they say: names, and arguments as parsed
+    JSON (else their text without whitespace)."""
+    out: list[tuple[str, Any]] = []
+    for name, args in calls:
+        parsed = _parsed(args)
+        out.append((name, "".join(args.split()) if parsed is _NOT_JSON else parsed))
+    return out
+
+
+def _calls_of(turn: Turn) -> list[tuple[str, Any]]:
+    return _canonical((c.name, c.arguments) for c in turn.tool_calls)
 
 
 def _same_calls(a: AssistantMessage, turn: Turn) -> bool:
