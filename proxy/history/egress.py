@@ -332,7 +332,7 @@ async def best_stored(a: AssistantMessage, get: Any) -> Turn | None:
             exact = await _get(get, f"f:{fp}")
             if exact is not None and _same_calls(a, exact):
                 return exact
-        if _calls_of(turn) == _canonical(a.tool_calls):
+        if _agree(a, turn):
             return turn  # the same calls, the text around them changed
     for fp in fps:
         found = await _get(get, f"f:{fp}")
@@ -378,6 +378,21 @@ def _canonical(calls: Iterable[tuple[str, str]]) -> list[tuple[str, Any]]:
 
 def _calls_of(turn: Turn) -> list[tuple[str, Any]]:
     return _canonical((c.name, c.arguments) for c in turn.tool_calls)
+
+
+def _agree(a: AssistantMessage, turn: Turn) -> bool:
+    """The calls the message and the turn share by id say the same (names,
+    and arguments as parsed JSON): a message may keep only some of a turn's
+    parallel calls. Without an id on every call, all the calls compared."""
+    if len(a.tool_call_ids) != len(a.tool_calls):
+        return _calls_of(turn) == _canonical(a.tool_calls)
+    stored = {c.id: (c.name, c.arguments) for c in turn.tool_calls}
+    shared = [
+        (stored[i], call)
+        for i, call in zip(a.tool_call_ids, a.tool_calls, strict=True)
+        if i in stored
+    ]
+    return bool(shared) and all(_canonical([s]) == _canonical([m]) for s, m in shared)
 
 
 def _same_calls(a: AssistantMessage, turn: Turn) -> bool:
