@@ -45,6 +45,7 @@ from proxy.errors import (
     upstream_error_body,
 )
 from proxy.exchange import Exchange, Planner
+from proxy.history.egress import PLACE
 from proxy.keymask import MIN_KEY_CHARS, KeyMask, credential_values, header_credentials
 from proxy.live import TurnWatcher
 from proxy.observability import truncate
@@ -394,6 +395,8 @@ class Door(TracedEndpoint):
         if own is not None:  # nor the client's own key, forwarded and quoted back
             turn = map_texts(turn, own.text)
         extra = {**turn.extra, "context": ex.context, "egress": ex.plan.notes}
+        if ex.plan.result.place is not None:  # where it sits in its history
+            extra[PLACE] = ex.plan.result.place
         if ex.request_input is not None:  # ui.show_prompts
             extra["input"] = ex.request_input
         stored = await self.rt.history.remember(ex.key, turn, ex.route, extra=extra)

@@ -18,13 +18,14 @@ never modified: changed messages are copies.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from proxy.dialects import Dialect
-from proxy.history.keys import ConversationKey, fingerprint
+from proxy.history.keys import ConversationKey, fingerprint, without_whitespace
 from proxy.reasoning.blocks import (
     Json,
     StripPolicy,
@@ -84,6 +85,8 @@ class AssistantMessage:
     own: Reasoning | None  # what the message itself carries
     # chat's `refusal`: a refused turn's text, stored as its content
     refusal: str = ""
+    # where it sits: the digest of the history before it (`place_of`)
+    place: str | None = None
 
     # written out, as proxy/reasoning/blocks.py says why
     def __init__(
@@ -94,6 +97,7 @@ class AssistantMessage:
         tool_calls: tuple[tuple[str, str], ...],
         own: Reasoning | None,
         refusal: str = "",
+        place: str | None = None,
     ) -> None:
         object.__setattr__(self, "position", position)
         object.__setattr__(self, "content", content)
@@ -101,6 +105,7 @@ class AssistantMessage:
         object.__setattr__(self, "tool_calls", tool_calls)
         object.__setattr__(self, "own", own)
         object.__setattr__(self, "refusal", refusal)
+        object.__setattr__(self, "place", place)
 
     @property
     def fingerprint(self) -> str | None:
@@ -127,6 +132,7 @@ class EgressResult:
     reinjected: int = 0  # assistant messages sent with reasoning from the store
     stripped: int = 0  # assistant messages whose known reasoning was not sent
     sent: list[Reasoning | None] = field(default_factory=list)
+    place: str | None = None  # where the answer to these messages sits (`place_of`)
 
     # written out, as proxy/reasoning/blocks.py says why
     def __init__(
@@ -135,11 +141,13 @@ class EgressResult:
         reinjected: int = 0,
         stripped: int = 0,
         sent: list[Reasoning | None] | None = None,
+        place: str | None = None,
     ) -> None:
         object.__setattr__(self, "messages", messages)
         object.__setattr__(self, "reinjected", reinjected)
         object.__setattr__(self, "stripped", stripped)
         object.__setattr__(self, "sent", [] if sent is None else sent)
+        object.__setattr__(self, "place", place)
 
 
 def split_tags(text: str, tags: TagSet) -> tuple[str, str]:
@@ -160,7 +168,9 @@ def split_tags(text: str, tags: TagSet) -> tuple[str, str]:
     return "".join(visible), "\n\n".join(b for b in blocks if b)
 
 
-def read_assistant(position: int, message: Json, tags: TagSet) -> AssistantMessage:
+def read_assistant(
+    position: int, message: Json, tags: TagSet, place: str | None = None
+) -> AssistantMessage:
     content = message.get("content")
     tagged = ""
     if isinstance(content, str):
@@ -194,7 +204,7 @@ def read_assistant(position: int, message: Json, tags: TagSet) -> AssistantMessa
         named.append((str(legacy.get("name", "")), str(legacy.get("arguments", ""))))
     refusal = message.get("refusal")
     refusal = refusal if isinstance(refusal, str) else ""
-    return AssistantMessage(position, content, tuple(ids), tuple(named), own, refusal)
+    return AssistantMessage(position, content, tuple(ids), tuple(named), own, refusal, place)
 
 
 def _split_parts(parts: list[Any], tags: TagSet) -> tuple[list[Any], str]:
@@ -239,12 +249,59 @@ def _objects(value: Any) -> tuple[Json, ...]:
 
 
 def read_assistants(messages: Sequence[Any], tags: TagSet) -> list[AssistantMessage]:
+    """The request's assistant messages, each with its place."""
     tags = tags.with_pair("think")  # the `think_tags` output shape, sent back
-    return [
-        read_assistant(i, m, tags)
-        for i, m in enumerate(messages)
-        if isinstance(m, dict) and m.get("role") == "assistant"
-    ]
+    digest = hashlib.sha256()
+    out: list[AssistantMessage] = []
+    for i, m in enumerate(messages):
+        a: AssistantMessage | None = None
+        if isinstance(m, dict) and m.get("role") == "assistant":
+            a = read_assistant(i, m, tags, digest.hexdigest()[:32])
+            out.append(a)
+        _step(digest, m, a)
+    return out
+
+
+def place_of(messages: Sequence[Any], assistants: Sequence[AssistantMessage]) -> str:
+    """Where an answer to `messages` sits: a digest of the user, assistant
+    and tool messages before it, by what they say (their text without
+    whitespace; an assistant message by its fingerprint, whatever reasoning
+    it carries). Two answers that say the same in two branches of a history
+    (a regenerated answer, an edited tool result, Kimi's per-conversation
+    tool-call ids) are told apart by it."""
+    by_position = {a.position: a for a in assistants}
+    digest = hashlib.sha256()
+    for i, m in enumerate(messages):
+        _step(digest, m, by_position.get(i))
+    return digest.hexdigest()[:32]
+
+
+def _step(digest: Any, message: Any, assistant: AssistantMessage | None) -> None:
+    role = _role(message)
+    if assistant is not None:
+        said = assistant.fingerprint or ""
+    elif role in ("user", "tool"):
+        said = without_whitespace(content_text(message.get("content")))
+    else:  # system and developer prompts may change along a conversation
+        return
+    digest.update(f"{role}\x1e{said}\x1f".encode())
+
+
+def placed(place: str, fp: str) -> str:
+    """How a turn with fingerprint `fp` at `place` is found (index `p:`)."""
+    return hashlib.sha256(f"{place}\x1d{fp}".encode()).hexdigest()[:32]
+
+
+def turn_placed(turn: Turn) -> str | None:
+    """`placed` of a stored turn (None for a turn stored without its place,
+    or with nothing to match)."""
+    place = turn.extra.get(PLACE)
+    fp = turn_refs_of(turn)[1]
+    return placed(place, fp) if isinstance(place, str) and place and fp else None
+
+
+# the key a stored turn's `extra` keeps its place under
+PLACE = "place"
 
 
 def turn_reasoning(turn: Turn) -> Reasoning:
@@ -296,6 +353,9 @@ async def find_stored(
                 by_key[f"t:{call_id}"] = turn
             if fp:
                 by_key[f"f:{fp}"] = turn  # the latest turn with that content wins
+            at = turn_placed(turn)
+            if at:
+                by_key[f"p:{at}"] = turn
         for a in wanted:
             match = await best_stored(a, by_key.get)
             if match is not None:
@@ -313,6 +373,20 @@ async def find_stored(
 
 
 async def best_stored(a: AssistantMessage, get: Any) -> Turn | None:
+    """The turn `_matching`, unless another turn that says the same was
+    stored at the message's place (a branch of the history, a regenerated
+    answer): then that one."""
+    found = await _matching(a, get)
+    if found is None or a.place is None or found.extra.get(PLACE) == a.place:
+        return found
+    for fp in a.fingerprints:
+        here = await _get(get, f"p:{placed(a.place, fp)}")
+        if here is not None and _same_calls(a, here):
+            return here
+    return found
+
+
+async def _matching(a: AssistantMessage, get: Any) -> Turn | None:
     """By tool-call id, else by fingerprint. Some upstreams and models reuse
     tool-call ids (Kimi numbers them `functions.name:0` per conversation,
     others `call_0` per turn), so a turn found by id whose content differs
@@ -482,7 +556,7 @@ def build_upstream_messages(
             reinjected += 1
         if reasoning is not None and not reasoning.empty and keep is None:
             stripped += 1
-    return EgressResult(out, reinjected, stripped, sent)
+    return EgressResult(out, reinjected, stripped, sent, place_of(messages, assistants))
 
 
 def tool_turns(

@@ -31,6 +31,7 @@ from proxy.history.egress import (
     known_reasoning,
     read_assistants,
     tool_turns,
+    turn_placed,
     turn_refs_of,
 )
 from proxy.history.explain import egress_notes
@@ -258,7 +259,7 @@ class History:
     async def _append(self, key: ConversationKey, turn: Turn) -> Turn:
         ids, fp = turn_refs_of(turn)
         try:
-            append = self.store.append(key, turn, TurnRefs(ids, fp))
+            append = self.store.append(key, turn, TurnRefs(ids, fp, turn_placed(turn)))
             if self.in_process:
                 await append
             else:

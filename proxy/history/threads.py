@@ -10,7 +10,8 @@ proxy stored, and a stored turn knows its conversation. So:
 - otherwise it continues the conversation of the stored turn that matches
   its latest assistant message, found in the tenant's index by tool-call id,
   else by the fingerprint of its visible content and tool calls (the same
-  match that finds reasoning to re-inject);
+  match that finds reasoning to re-inject; of turns that say the same, the
+  one stored at the same place in the history);
 - a latest assistant message the proxy never stored (one a client wrote
   itself, as agents do when they resume after an interrupt: "No response
   requested.") hands over to the one before it, up to `WALK_BACK` of them;
@@ -18,9 +19,9 @@ proxy stored, and a stored turn knows its conversation. So:
   written elsewhere, turns the store lost or let expire) opens a new
   conversation.
 
-Limit: two conversations whose latest assistant messages are the same (same
-text, no tool-call ids) cannot be told apart by content; the request joins
-the one written last. Clients that need them apart name them with
+Limit: two conversations whose histories say the same up to the same latest
+assistant message (same text, no tool-call ids) cannot be told apart by
+content; the request joins the one written last. Clients that need them apart name them with
 `X-Conversation-Id`.
 """
 
@@ -30,7 +31,7 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from proxy.history.egress import TurnReader, best_stored, read_assistant
+from proxy.history.egress import TurnReader, best_stored, read_assistants
 from proxy.history.keys import AUTO_PREFIX
 from proxy.reasoning.tags import TagSet
 
@@ -55,15 +56,9 @@ async def continued_conversation(
     async def lookup(index_key: str) -> Any:
         return await store.lookup(tenant, index_key)
 
-    looked = 0
-    for latest in reversed(messages):
-        if not isinstance(latest, dict) or latest.get("role") != "assistant":
-            continue
-        turn = await best_stored(read_assistant(0, latest, tags), lookup)
+    for latest in reversed(read_assistants(messages, tags)[-WALK_BACK:]):
+        turn = await best_stored(latest, lookup)
         if turn is not None:
             conversation = turn.extra.get(CONVERSATION)
             return conversation if isinstance(conversation, str) and conversation else None
-        looked += 1
-        if looked == WALK_BACK:
-            break
     return None

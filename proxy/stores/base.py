@@ -39,11 +39,14 @@ class TurnRefs:
 
     tool_call_ids: tuple[str, ...] = ()
     fingerprint: str | None = None
+    placed: str | None = None  # the fingerprint and where the turn sits in its history
 
     def index_keys(self) -> list[str]:
         keys = [f"t:{i}" for i in self.tool_call_ids]
         if self.fingerprint:
             keys.append(f"f:{self.fingerprint}")
+        if self.placed:
+            keys.append(f"p:{self.placed}")
         return keys
 
 
