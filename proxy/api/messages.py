@@ -43,9 +43,15 @@ from proxy.api.asgi import (
 )
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
-from proxy.api.failures import read_failure_error, upstream_status
 from proxy.api.messages_native import native_headers
-from proxy.api.native import count_chat, count_restored, forward_native
+from proxy.api.native import (
+    NO_COUNT_MEMO,
+    Answer,
+    count_chat,
+    count_restored,
+    forward_native,
+    upstream_count,
+)
 from proxy.api.relay import Progress
 from proxy.api.trace import Trace, TracedEndpoint
 from proxy.doors.messages.native import (
@@ -71,7 +77,6 @@ from proxy.runtime import Runtime
 from proxy.sealing import Sealed
 from proxy.settings import header_overrides, request_conversation_id
 from proxy.stores.base import StoreFailure
-from proxy.upstream import Upstream, UpstreamReadError, response_headers
 
 log = logging.getLogger("proxy.messages")
 
@@ -329,14 +334,6 @@ COUNT_FIELDS = frozenset(
     )
 )
 COUNT_PATH = "/messages/count_tokens"
-# an upstream that answers these has no count_tokens (Anthropic-compatible
-# servers often lack it): the proxy counts instead
-NO_COUNT_ENDPOINT = frozenset((404, 405, 501))
-# seconds a route whose upstream counted nothing is counted by the proxy
-# without asking again (a server upgraded meanwhile is asked after that)
-NO_COUNT_MEMO = 300.0
-
-Answer = tuple[int, bytes, list[tuple[str, str]]]  # status, body, headers
 
 
 def _counted(count: int) -> Answer:
@@ -419,34 +416,15 @@ class CountTokensEndpoint(TracedEndpoint):
 
     async def _upstream_count(self, ex: Exchange, trace: Trace) -> Answer | None:
         """The Messages upstream's own count: its answer (an error keeps its
-        status, in Anthropic's shape); None when it has no count_tokens (a
-        404, 405 or 501, or a 2xx without an `input_tokens` count)."""
-        rt = self.rt
+        status, in Anthropic's shape); None when it has no count_tokens (an
+        Anthropic-compatible server often lacks it: `upstream_count`)."""
         payload = {k: v for k, v in ex.payload.items() if k in COUNT_FIELDS}
-        trace.upstream_started()
-        async with rt.upstream.request(
-            ex.route, "POST", COUNT_PATH, ex.upstream_headers, orjson.dumps(payload)
-        ) as response:
-            status = response.status
-            if status in NO_COUNT_ENDPOINT:
-                return None
-            trace.upstream_first_byte()
-            trace.upstream_error = upstream_status(status)
-            try:
-                body = await Upstream.read_all(response, rt.config.limits.max_response_bytes)
-            except UpstreamReadError as exc:
-                raise read_failure_error(exc) from None
-            headers = [(k, v) for k, v in response_headers(response) if k.lower() != "content-type"]
-        if status >= 300:
-            return status, error_body(status, body), headers
-        try:
-            answer = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            answer = None
-        count = answer.get("input_tokens") if isinstance(answer, dict) else None
-        if type(count) is not int or count < 0:
-            # a server that answers the path without counting (a Messages
-            # answer, an empty body): no count of its own, so the proxy's
+        body = orjson.dumps(payload)
+        answer = await upstream_count(
+            self.rt, trace, ex.route, COUNT_PATH, ex.upstream_headers, body
+        )
+        if answer is None:
             return None
-        trace.fields["counted_by"] = "upstream"
-        return status, body, headers
+        status, data, headers = answer
+        headers = [(k, v) for k, v in headers if k.lower() != "content-type"]
+        return status, error_body(status, data) if status >= 300 else data, headers

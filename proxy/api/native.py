@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import orjson
 
 from proxy.api.asgi import encode_headers, send_bytes
+from proxy.api.failures import read_failure_error, upstream_status
 from proxy.api.relay import ErrorShape, Progress, StreamReader, StreamRelay
 from proxy.api.trace import Trace
 from proxy.errors import UpstreamError, non_json_error_body
@@ -31,10 +32,11 @@ from proxy.history.context import request_texts, request_tokens_of, tools_text
 from proxy.history.explain import NativeTurn
 from proxy.observability import Metrics
 from proxy.reasoning.blocks import Turn
-from proxy.upstream import Response, response_headers
+from proxy.upstream import Response, Upstream, UpstreamReadError, response_headers
 
 if TYPE_CHECKING:
     from proxy.api.door import Door
+    from proxy.config import Route
     from proxy.runtime import Runtime
 
 
@@ -42,6 +44,49 @@ class NativeReader(StreamReader, Protocol):
     def whole(self, body: dict[str, Any]) -> dict[str, Any]:
         """A whole answer, normalized; its turn is read."""
         ...
+
+
+# a count endpoint (count_tokens, input_tokens) that an upstream does not
+# have: these statuses, and then the proxy counts for NO_COUNT_MEMO seconds
+NO_COUNT_ENDPOINT = frozenset((404, 405, 501))
+NO_COUNT_MEMO = 300.0
+Answer = tuple[int, bytes, list[tuple[str, str]]]  # status, body, headers
+
+
+async def upstream_count(
+    rt: Runtime,
+    trace: Trace,
+    route: Route,
+    path: str,
+    headers: list[tuple[str, str]],
+    body: bytes,
+) -> Answer | None:
+    """An upstream's own token count (`POST path`): its answer, an error
+    with its status and body as they came; None when it has no such
+    endpoint (NO_COUNT_ENDPOINT, or a 2xx without a non-negative integer
+    `input_tokens`: a server that answers the path without counting)."""
+    trace.upstream_started()
+    async with rt.upstream.request(route, "POST", path, headers, body) as response:
+        status = response.status
+        if status in NO_COUNT_ENDPOINT:
+            return None
+        trace.upstream_first_byte()
+        trace.upstream_error = upstream_status(status)
+        try:
+            data = await Upstream.read_all(response, rt.config.limits.max_response_bytes)
+        except UpstreamReadError as exc:
+            raise read_failure_error(exc) from None
+        kept = response_headers(response)
+    if status < 300:
+        try:
+            answer = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            answer = None
+        count = answer.get("input_tokens") if isinstance(answer, dict) else None
+        if type(count) is not int or count < 0:
+            return None
+        trace.fields["counted_by"] = "upstream"
+    return status, data, kept
 
 
 async def count_chat(rt: Runtime, payload: dict[str, Any]) -> int:

@@ -62,9 +62,14 @@ from proxy.api.asgi import (
 from proxy.api.conversations import caller_tenant
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
-from proxy.api.failures import read_failure_error, upstream_status
-from proxy.api.messages import NO_COUNT_ENDPOINT, NO_COUNT_MEMO, Answer
-from proxy.api.native import count_chat, count_restored, forward_native
+from proxy.api.native import (
+    NO_COUNT_MEMO,
+    Answer,
+    count_chat,
+    count_restored,
+    forward_native,
+    upstream_count,
+)
 from proxy.api.passthrough import PassthroughEndpoint, upstream_suffix
 from proxy.api.relay import Progress
 from proxy.api.trace import Trace, TracedEndpoint
@@ -111,7 +116,6 @@ from proxy.runtime import Runtime
 from proxy.sealing import Sealed
 from proxy.settings import SETTINGS, header_overrides, request_conversation_id
 from proxy.stores.base import StoreFailure
-from proxy.upstream import Upstream, UpstreamReadError, response_headers
 
 log = logging.getLogger("proxy.responses")
 
@@ -615,32 +619,9 @@ class InputTokensEndpoint(ResponsesAside):
         route: Route,
     ) -> Answer | None:
         """The upstream's answer (an error as it came, with its status), or
-        None when it has no input_tokens endpoint."""
-        rt = self.rt
+        None when it has no input_tokens endpoint (`upstream_count`)."""
         suffix, out = self.passthrough.outgoing(route, upstream_suffix(scope), headers)
-        trace.upstream_started()
-        async with rt.upstream.request(route, "POST", suffix, out, raw) as response:
-            status = response.status
-            if status in NO_COUNT_ENDPOINT:
-                return None
-            trace.upstream_first_byte()
-            trace.upstream_error = upstream_status(status)
-            try:
-                body = await Upstream.read_all(response, rt.config.limits.max_response_bytes)
-            except UpstreamReadError as exc:
-                raise read_failure_error(exc) from None
-            # (the length is the answer's own: masking may change it)
-            kept = [(k, v) for k, v in response_headers(response) if k.lower() != "content-length"]
-        if status < 300:
-            try:
-                answer = orjson.loads(body)
-            except orjson.JSONDecodeError:
-                answer = None
-            count = answer.get("input_tokens") if isinstance(answer, dict) else None
-            if type(count) is not int or count < 0:
-                return None  # answered the path without counting
-        trace.fields["counted_by"] = "upstream"
-        return status, body, kept
+        return await upstream_count(self.rt, trace, route, suffix, out, raw)
 
     async def _chat(
         self, headers: list[tuple[str, str]], body: dict[str, Any], options: Options, tenant: str
