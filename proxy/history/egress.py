@@ -292,11 +292,10 @@ def placed(place: str, fp: str) -> str:
     return hashlib.sha256(f"{place}\x1d{fp}".encode()).hexdigest()[:32]
 
 
-def turn_placed(turn: Turn) -> str | None:
-    """`placed` of a stored turn (None for a turn stored without its place,
-    or with nothing to match)."""
+def turn_placed(turn: Turn, fp: str | None) -> str | None:
+    """`placed` of a stored turn whose fingerprint is `fp` (None for a turn
+    stored without its place, or with nothing to match)."""
     place = turn.extra.get(PLACE)
-    fp = turn_refs_of(turn)[1]
     return placed(place, fp) if isinstance(place, str) and place and fp else None
 
 
@@ -353,7 +352,7 @@ async def find_stored(
                 by_key[f"t:{call_id}"] = turn
             if fp:
                 by_key[f"f:{fp}"] = turn  # the latest turn with that content wins
-            at = turn_placed(turn)
+            at = turn_placed(turn, fp)
             if at:
                 by_key[f"p:{at}"] = turn
         for a in wanted:

@@ -259,7 +259,7 @@ class History:
     async def _append(self, key: ConversationKey, turn: Turn) -> Turn:
         ids, fp = turn_refs_of(turn)
         try:
-            append = self.store.append(key, turn, TurnRefs(ids, fp, turn_placed(turn)))
+            append = self.store.append(key, turn, TurnRefs(ids, fp, turn_placed(turn, fp)))
             if self.in_process:
                 await append
             else:
