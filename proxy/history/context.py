@@ -151,8 +151,10 @@ def plan_egress(
     threshold: float,
     count: Count,
     tools_json: str | None = None,
+    place: str | None = None,
 ) -> EgressPlan:
-    """`tools_json`: the tools' `tools_text`, when the caller has it."""
+    """`tools_json`: the tools' `tools_text`, and `place` the messages'
+    `place_of`, when the caller has them."""
     if tools_json is None:
         tools_json = tools_text(tools)
 
@@ -165,6 +167,7 @@ def plan_egress(
             include=include,
             strip=policy,
             native_format=native_format,
+            place=place,
         )
         return result, request_tokens_of(result.messages, tools_json, count)
 

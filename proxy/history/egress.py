@@ -250,6 +250,12 @@ def _objects(value: Any) -> tuple[Json, ...]:
 
 def read_assistants(messages: Sequence[Any], tags: TagSet) -> list[AssistantMessage]:
     """The request's assistant messages, each with its place."""
+    return read_history(messages, tags)[0]
+
+
+def read_history(messages: Sequence[Any], tags: TagSet) -> tuple[list[AssistantMessage], str]:
+    """The request's assistant messages, each with its place, and the place
+    of an answer to the whole request (`place_of`, in the same pass)."""
     tags = tags.with_pair("think")  # the `think_tags` output shape, sent back
     digest = hashlib.sha256()
     out: list[AssistantMessage] = []
@@ -259,7 +265,7 @@ def read_assistants(messages: Sequence[Any], tags: TagSet) -> list[AssistantMess
             a = read_assistant(i, m, tags, digest.hexdigest()[:32])
             out.append(a)
         _step(digest, m, a)
-    return out
+    return out, digest.hexdigest()[:32]
 
 
 def place_of(messages: Sequence[Any], assistants: Sequence[AssistantMessage]) -> str:
@@ -522,9 +528,11 @@ def build_upstream_messages(
     include: IncludeInContext,
     strip: StripPolicy,
     native_format: bool,
+    place: str | None = None,
 ) -> EgressResult:
     """The messages to send upstream, with reasoning stripped or written in
-    the dialect's way."""
+    the dialect's way. `place`: the request's `place_of`, when the caller
+    has it."""
     kept = filter_for_context(list(known), strip) if include else [None] * len(known)
     if dialect.never_send:
         kept = [None] * len(known)
@@ -555,7 +563,9 @@ def build_upstream_messages(
             reinjected += 1
         if reasoning is not None and not reasoning.empty and keep is None:
             stripped += 1
-    return EgressResult(out, reinjected, stripped, sent, place_of(messages, assistants))
+    if place is None:
+        place = place_of(messages, assistants)
+    return EgressResult(out, reinjected, stripped, sent, place)
 
 
 def tool_turns(

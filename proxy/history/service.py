@@ -29,7 +29,7 @@ from proxy.history.context import EgressPlan, plan_egress, request_texts, tools_
 from proxy.history.egress import (
     find_stored,
     known_reasoning,
-    read_assistants,
+    read_history,
     tool_turns,
     turn_placed,
     turn_refs_of,
@@ -158,7 +158,7 @@ class History:
         `counting`: only its tokens are wanted (nothing is sent), so the
         metrics of what is sent are left alone."""
         dialect = dialect or route.dialect
-        assistants = read_assistants(messages, route.tags)
+        assistants, place = read_history(messages, route.tags)
         try:
             stored = await find_stored(self.reads, key, scoped, assistants)
         except StoreFailure as exc:
@@ -188,6 +188,7 @@ class History:
             threshold=route.compression_threshold,
             count=self.count,
             tools_json=tools_json,
+            place=place,
         )
         if not counting:
             metrics = self.metrics

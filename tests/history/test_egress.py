@@ -12,7 +12,9 @@ from proxy.history.egress import (
     Reasoning,
     build_upstream_messages,
     known_reasoning,
+    place_of,
     read_assistants,
+    read_history,
     split_tags,
 )
 from proxy.reasoning.blocks import TextPart, ThinkingBlock, ToolCall, Turn
@@ -299,3 +301,16 @@ def test_a_signature_the_client_sent_is_kept() -> None:
     )
     assert out["tool_calls"][1] == second  # only the first call of a step carries one
     assert "extra_content" not in unsigned[0]["tool_calls"][0]  # the client's object is untouched
+
+
+@pytest.mark.parametrize("cut", range(len(MESSAGES) + 1))
+def test_read_history_place_is_place_of(cut: int) -> None:
+    """The place read along with the assistant messages is the one
+    `place_of` computes from them, for every prefix of a history; and a
+    branch that says something else before the answer is another place."""
+    messages = MESSAGES[:cut]
+    assistants, place = read_history(messages, DEFAULT_TAG_SET)
+    assert place == place_of(messages, assistants)
+    assert assistants == read_assistants(messages, DEFAULT_TAG_SET)
+    other = [{"role": "user", "content": "another question"}, *messages[1:]]
+    assert read_history(other, DEFAULT_TAG_SET)[1] != place
