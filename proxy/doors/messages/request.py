@@ -65,8 +65,6 @@ _READ = frozenset(
 _EFFORTS = ("low", "medium", "high", "xhigh", "max")
 # what a tool_result with `is_error` says first, in its tool message
 TOOL_ERROR = "Error"
-# block keys that carry nothing a Chat upstream uses, dropped without a name
-_QUIET = frozenset(("type", "citations"))
 
 
 def _effort_choices() -> tuple[str, ...]:
