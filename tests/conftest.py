@@ -44,6 +44,17 @@ def upstream_server() -> Iterator[FakeUpstream]:
 
 
 @pytest.fixture
+def other() -> Iterator[FakeUpstream]:
+    """A second upstream, of the test alone: one route's upstream beside
+    another's (`upstream`)."""
+    server = FakeUpstream().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
 def refusing_port() -> Iterator[int]:
     """A port where connections are refused for the whole test (see
     `closed_port`): an upstream or store that is down."""

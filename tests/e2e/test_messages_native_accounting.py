@@ -6,15 +6,14 @@ own count equals that, the reasoning metrics move under dialect
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.harness import FakeUpstream, Json, Stream, running_proxy
 from tests.messages_wire import sdk_client
+from tests.metrics_samples import moved, scrape
 
 KEY = "sk-ant-client"
 HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01"}
@@ -57,15 +56,6 @@ def done_message() -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def other() -> Iterator[FakeUpstream]:
-    server = FakeUpstream().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def config(first: FakeUpstream, second: FakeUpstream | None = None) -> dict[str, Any]:
     routes = [{"name": "a", "models": ["claude-a"], "upstream": first.url, "api": "messages"}]
     if second is not None:
@@ -73,26 +63,6 @@ def config(first: FakeUpstream, second: FakeUpstream | None = None) -> dict[str,
             {"name": "b", "models": ["claude-b"], "upstream": second.url, "api": "messages"}
         )
     return {"routes": routes}
-
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(base: str) -> Samples:
-    out = {}
-    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics", timeout=10).text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return out
-
-
-def moved(before: Samples, after: Samples, name: str) -> dict[str, float]:
-    """By dialect, how much a reasoning counter moved."""
-    out = {}
-    for (sample, labels), value in after.items():
-        if sample == name and value != before.get((sample, labels), 0.0):
-            out[dict(labels)["dialect"]] = value - before.get((sample, labels), 0.0)
-    return out
 
 
 def history(first: dict[str, Any], keep_thinking: bool) -> list[dict[str, Any]]:

@@ -5,10 +5,7 @@ upstream (`api: messages`, same `upstream:`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from tests.harness import FakeUpstream, Json, running_proxy
 from tests.messages_wire import sdk_client
@@ -44,15 +41,6 @@ def done_message() -> dict[str, Any]:
         "stop_sequence": None,
         "usage": {"input_tokens": 9, "output_tokens": 2},
     }
-
-
-@pytest.fixture
-def other() -> Iterator[FakeUpstream]:
-    server = FakeUpstream().start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def config(first: FakeUpstream, second: FakeUpstream) -> dict[str, Any]:

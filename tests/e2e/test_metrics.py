@@ -12,29 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from proxy import package_version
 from proxy.observability import Metrics
 from proxy.tally import Family
 from tests.casefiles import chunk
 from tests.harness import FakeUpstream, Stream, route_config, running_proxy
+from tests.metrics_samples import Samples, scrape
 from tests.stores.servers import ProxyProcess, wait_until
 
 README = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
 KEY = {"Authorization": "Bearer sk-metrics-test"}
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(base: str) -> Samples:
-    response = httpx.get(f"{base}/metrics", timeout=10)
-    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
-    out = {}
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return out
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:

@@ -12,22 +12,13 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.casefiles import chunk
 from tests.e2e.test_messages_native import anthropic_stream
 from tests.harness import FakeUpstream, Json, Stream, running_proxy
+from tests.metrics_samples import scrape
 from tests.stores.servers import ProxyProcess, RedisServer, wait_until
 from tests.test_responses_native import upstream_stream
-
-
-def scrape(base: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = httpx.get(f"{base}/metrics").text
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return out
 
 
 def value(metrics: dict[Any, float], name: str, **labels: str) -> float:

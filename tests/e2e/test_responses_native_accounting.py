@@ -8,15 +8,13 @@ answer, as a Messages route says `messages`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import openai
-import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.harness import FakeUpstream, Json, Stream, running_proxy
+from tests.metrics_samples import moved, scrape
 from tests.test_responses_native import BASE, message, upstream_stream
 
 KEY = {"Authorization": "Bearer sk-native", "X-Conversation-Id": "weather"}
@@ -59,15 +57,6 @@ ANSWERED = {
 }
 
 
-@pytest.fixture
-def other() -> Iterator[FakeUpstream]:
-    server = FakeUpstream().start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def config(first: FakeUpstream, second: FakeUpstream | None = None) -> dict[str, Any]:
     routes = [{"name": "a", "models": ["gpt-a"], "upstream": first.url, "api": "responses"}]
     if second is not None:
@@ -75,26 +64,6 @@ def config(first: FakeUpstream, second: FakeUpstream | None = None) -> dict[str,
             {"name": "b", "models": ["gpt-b"], "upstream": second.url, "api": "responses"}
         )
     return {"routes": routes}
-
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def scrape(base: str) -> Samples:
-    out = {}
-    for family in text_string_to_metric_families(httpx.get(f"{base}/metrics", timeout=10).text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return out
-
-
-def moved(before: Samples, after: Samples, name: str) -> dict[str, float]:
-    """By dialect, how much a reasoning counter moved."""
-    out = {}
-    for (sample, labels), value in after.items():
-        if sample == name and value != before.get((sample, labels), 0.0):
-            out[dict(labels)["dialect"]] = value - before.get((sample, labels), 0.0)
-    return out
 
 
 def respond(base: str, model: str, items: Any) -> httpx.Response:
