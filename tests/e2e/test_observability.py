@@ -17,7 +17,7 @@ from tests.casefiles import chunk
 from tests.e2e.test_messages_native import anthropic_stream
 from tests.harness import FakeUpstream, Json, Stream, running_proxy
 from tests.metrics_samples import scrape
-from tests.stores.servers import ProxyProcess, RedisServer, wait_until
+from tests.stores.servers import ProxyProcess, RedisServer, store_url, wait_until
 from tests.test_responses_native import upstream_stream
 
 
@@ -323,16 +323,12 @@ def test_the_canary_key_never_leaks(store: str, tmp_path: Path, redis_server: Re
     key_a = f"sk-canary-route-{canary}"
     admin = f"admin-canary-{canary}"
     a, b = FakeUpstream().start(), FakeUpstream().start()
-    store_url = {
-        "memory": "memory://",
-        "sqlite": f"sqlite:///{tmp_path}/canary.db",
-        "redis": redis_server.url,
-    }[store]
+    url = store_url(store, tmp_path, redis_server)
     log = tmp_path / "proxy.log"
     try:
         config = _config(tmp_path, a, b)
         with ProxyProcess(
-            ["--config", str(config), "--store", store_url, "--log-level", "debug", "--log-bodies"],
+            ["--config", str(config), "--store", url, "--log-level", "debug", "--log-bodies"],
             log=log,
             env={"ROUTE_A_KEY": key_a, "ADMIN_TOKEN": admin},
         ) as proxy:

@@ -36,6 +36,17 @@ def redis_binary() -> str:
     return path
 
 
+def store_url(kind: str, directory: Path, redis: RedisServer) -> str:
+    """A store of each kind the proxy has: `memory`, `sqlite` (a file in
+    `directory`) or `redis` (the running `redis`)."""
+    urls = {
+        "memory": "memory://",
+        "sqlite": f"sqlite:///{directory / 'history.db'}",
+        "redis": redis.url,
+    }
+    return urls[kind]
+
+
 class RedisServer:
     """A real redis-server in `directory`. `extra` arguments come after the
     defaults (no snapshots, no append-only file), so a test can turn

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.harness import FakeUpstream
-from tests.stores.servers import ProxyProcess, RedisServer
+from tests.stores.servers import ProxyProcess, RedisServer, store_url
 from tests.stores.test_listed_turns_kept import _config
 
 TTL = 4  # seconds
@@ -34,11 +34,7 @@ def _write(proxy: ProxyProcess, conversation: str) -> None:
 def test_an_expired_conversation_read_since_its_last_write_is_not_listed(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, kind: str
 ) -> None:
-    url = {
-        "memory": "memory://",
-        "sqlite": f"sqlite:///{tmp_path / 'history.db'}",
-        "redis": redis_server.url,
-    }[kind]
+    url = store_url(kind, tmp_path, redis_server)
     suffix = f"{kind}-{time.time_ns()}"
     old, new = f"old-{suffix}", f"new-{suffix}"
     config = _config(tmp_path, upstream, {"url": url, "ttl_seconds": TTL})

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.harness import FakeUpstream
-from tests.stores.servers import ProxyProcess, RedisServer
+from tests.stores.servers import ProxyProcess, RedisServer, store_url
 
 ADMIN = "admin-token-listed-turns"
 REQUESTS = 5
@@ -58,11 +58,7 @@ def _converse(proxy: ProxyProcess, key: str, conversation: str) -> None:
 def test_the_list_counts_the_turns_kept_after_max_turns_dropped_the_oldest(
     tmp_path: Path, upstream: FakeUpstream, redis_server: RedisServer, kind: str
 ) -> None:
-    url = {
-        "memory": "memory://",
-        "sqlite": f"sqlite:///{tmp_path / 'history.db'}",
-        "redis": redis_server.url,
-    }[kind]
+    url = store_url(kind, tmp_path, redis_server)
     config = _config(tmp_path, upstream, {"url": url, "max_turns_per_conversation": 2})
     key, conversation = f"sk-listed-{uuid.uuid4().hex}", f"kept-{uuid.uuid4().hex[:8]}"
     env = {"REASONING_PROXY_ADMIN_TOKEN": ADMIN}
