@@ -107,6 +107,20 @@
     return state.key ? "this key's conversations" : 'anonymous conversations';
   }
 
+  function unsendable(key) {
+    // A header value is bytes: fetch() refuses a character beyond Latin-1,
+    // NUL, CR and LF. The first such one, named, or '' when all is well.
+    for (const char of key) {
+      const code = char.codePointAt(0);
+      if (code > 0xff || code === 0 || code === 0x0a || code === 0x0d) {
+        const hex = `U+${code.toString(16).toUpperCase().padStart(4, '0')}`;
+        // an invisible one (a zero-width space) by its code alone
+        return code > 0xff && !/[\p{Cf}\p{Z}]/u.test(char) ? `"${char}" (${hex})` : hex;
+      }
+    }
+    return '';
+  }
+
   function authHeaders() {
     return state.key ? { Authorization: `Bearer ${state.key}` } : {};
   }
@@ -412,6 +426,18 @@
       { class: 'egress', 'data-compressed': egress.compressed || null },
       el('summary', {}, egress.compressed ? `${summary}, compressed to ${egress.compressed}` : summary),
     );
+    const settings = `include_in_context ${egress.include}, strip_from_context ${egress.strip}`;
+    details.append(el('p', { class: 'egress-settings' }, egress.compressed ? `${settings}, tightened to ${egress.compressed} to fit the context` : settings));
+    if (!egress.messages.length) return details;
+    // a note per earlier assistant message: turn n of a long conversation has
+    // n of them, so they are drawn when the reader opens the fold, not before
+    details.addEventListener('toggle', () => {
+      if (details.open && !details.querySelector('.egress-list')) details.querySelector('summary').after(egressList(egress));
+    });
+    return details;
+  }
+
+  function egressList(egress) {
     const list = el('ol', { class: 'egress-list' });
     for (const note of egress.messages) {
       list.append(
@@ -424,10 +450,7 @@
         ),
       );
     }
-    if (egress.messages.length) details.append(list);
-    const settings = `include_in_context ${egress.include}, strip_from_context ${egress.strip}`;
-    details.append(el('p', { class: 'egress-settings' }, egress.compressed ? `${settings}, tightened to ${egress.compressed} to fit the context` : settings));
-    return details;
+    return list;
   }
 
   function createLiveTurn(event) {
@@ -538,6 +561,18 @@
       if (!turn.answer) {
         turn.body.append(turn.blocks.length ? notice(NO_ANSWER, 'reasoning-only') : notice('No response.', 'empty'));
       }
+    }
+  }
+
+  function forgetUnfinished() {
+    // The feed broke off (the proxy restarted, the network dropped) or lost
+    // events: a turn drawn as streaming may have ended unheard, and would
+    // say "streaming" for good. The store says how it ended; one still
+    // running comes back with its next event (drawn from there on).
+    for (const [id, turn] of state.live) {
+      if (turn.done) continue;
+      state.live.delete(id);
+      turn.el.remove();
     }
   }
 
@@ -882,10 +917,12 @@
       setStatus('live', 'live');
       $('scope').textContent = event.scope === 'all' ? 'every tenant (admin)' : tenantScope();
       // after a reconnect, events may have been missed: read the store again
+      if (!first) forgetUnfinished();
       await (first ? loadConversations() : refresh());
       return;
     }
     if (event.type === 'dropped') {
+      forgetUnfinished();
       await refresh();
       return;
     }
@@ -1011,6 +1048,17 @@
     $('scope').textContent = tenantScope();
     renderList();
     renderConversation();
+    const bad = unsendable(state.key);
+    if (bad) {
+      // fetch() would refuse every request, and the feed retry for good
+      showError(
+        `That key cannot be sent: it holds ${bad}, which an HTTP header cannot carry. ` +
+          'Enter the key again without it (a paste can bring along invisible characters).',
+      );
+      setStatus('error', 'not connected');
+      $('scope').textContent = 'a key that cannot be sent';
+      return;
+    }
     // The list waits for the feed's hello, which says whether the caller is
     // the admin (whose list spans tenants); without a feed, load it anyway.
     const generation = state.generation;
