@@ -46,6 +46,7 @@ from proxy.errors import (
 )
 from proxy.exchange import Exchange, Planner
 from proxy.history.egress import PLACE
+from proxy.history.explain import stored_notes
 from proxy.keymask import MIN_KEY_CHARS, KeyMask, credential_values, header_credentials
 from proxy.live import TurnWatcher
 from proxy.observability import truncate
@@ -394,7 +395,7 @@ class Door(TracedEndpoint):
         own = quoted_credentials(ex.upstream_headers, turn)
         if own is not None:  # nor the client's own key, forwarded and quoted back
             turn = map_texts(turn, own.text)
-        extra = {**turn.extra, "context": ex.context, "egress": ex.plan.notes}
+        extra = {**turn.extra, "context": ex.context, "egress": stored_notes(ex.plan.notes)}
         if ex.plan.result.place is not None:  # where it sits in its history
             extra[PLACE] = ex.plan.result.place
         if ex.request_input is not None:  # ui.show_prompts

@@ -23,6 +23,9 @@ from proxy.history.keys import content_text
 
 # an input message of a turn, as stored: at most this many characters each
 MAX_INPUT_CHARS = 20_000
+# a stored turn keeps the notes of its request's latest this many assistant
+# messages, and counts the earlier ones by action (`stored_notes`)
+MAX_STORED_NOTES = 50
 
 
 def egress_notes(
@@ -159,6 +162,23 @@ def native_notes(
         "compressed": None,
         "messages": messages,
     }
+
+
+def stored_notes(notes: dict[str, Any]) -> dict[str, Any]:
+    """The notes as a turn keeps them: the latest MAX_STORED_NOTES messages'
+    notes, and the earlier ones' count by action (`earlier`). Turn n of a
+    conversation has a note for each of its n earlier assistant messages:
+    kept whole, a conversation's notes would grow with the square of its
+    length (a 1,000-step agent loop, half a million notes)."""
+    messages = notes.get("messages")
+    if not isinstance(messages, list) or len(messages) <= MAX_STORED_NOTES:
+        return notes
+    cut = len(messages) - MAX_STORED_NOTES
+    earlier: dict[str, int] = {}
+    for note in messages[:cut]:
+        action = str(note.get("action"))
+        earlier[action] = earlier.get(action, 0) + 1
+    return {**notes, "messages": messages[cut:], "earlier": earlier}
 
 
 def _why_none(t: NativeTurn, include: Any) -> str:

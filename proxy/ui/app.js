@@ -411,13 +411,16 @@
     none: 'none known',
   };
 
+  const EGRESS_WORDS = { reinjected: 're-injected', passed: 'sent on', stripped: 'stripped', none: 'none known' };
+
   function renderEgress(egress) {
     // what the proxy did with earlier reasoning in the request that made this turn
     if (!egress || !Array.isArray(egress.messages)) return null;
-    const counts = {};
+    // a long request's earliest messages are counted by action, not noted one by one
+    const earlier = egress.earlier && typeof egress.earlier === 'object' ? egress.earlier : {};
+    const counts = { ...earlier };
     for (const note of egress.messages) counts[note.action] = (counts[note.action] || 0) + 1;
-    const words = { reinjected: 're-injected', passed: 'sent on', stripped: 'stripped', none: 'none known' };
-    const parts = Object.entries(counts).map(([action, n]) => `${n} ${words[action] || action}`);
+    const parts = actionCounts(counts);
     const summary = egress.messages.length
       ? `Sent upstream: ${parts.join(', ')} (${egress.dialect})`
       : `Sent upstream: no earlier assistant message (${egress.dialect})`;
@@ -437,8 +440,17 @@
     return details;
   }
 
+  function actionCounts(counts) {
+    return Object.entries(counts).map(([action, n]) => `${n} ${EGRESS_WORDS[action] || action}`);
+  }
+
   function egressList(egress) {
     const list = el('ol', { class: 'egress-list' });
+    const earlier = egress.earlier && typeof egress.earlier === 'object' ? egress.earlier : null;
+    if (earlier) {
+      const n = Object.values(earlier).reduce((a, b) => a + b, 0);
+      list.append(el('li', { class: 'egress-earlier' }, `${n} earlier assistant messages: ${actionCounts(earlier).join(', ')}`));
+    }
     for (const note of egress.messages) {
       list.append(
         el(

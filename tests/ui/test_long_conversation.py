@@ -1,7 +1,8 @@
 """A conversation of 200 turns, in a real browser: each turn's "Sent upstream"
-fold holds a note per earlier assistant message (199 on the last turn, some
-20,000 in all), so the notes are drawn when a fold is opened, and the page
-stays a few thousand elements, not tens of thousands redrawn on every turn."""
+fold tells of every earlier assistant message (199 on the last turn), the
+latest 50 by a note each and the earlier ones counted; the notes are drawn
+when a fold is opened, and the page stays a few thousand elements, not tens
+of thousands redrawn on every turn."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tests.ui.conftest import Inspector
 
 KEY = "key-two-hundred-turns"
 TURNS = 200
+KEPT = 50  # the notes a stored turn keeps one by one (MAX_STORED_NOTES)
 
 
 def answer(n: int) -> Json:
@@ -59,9 +61,14 @@ def test_two_hundred_turns_draw_the_upstream_notes_on_demand(
     assert page.evaluate("document.getElementsByTagName('*').length") < 10_000
     last.locator(".egress summary").click()
     notes = last.locator(".egress li")
-    expect(notes).to_have_count(TURNS - 1)
-    expect(notes.first.locator(".egress-action")).to_have_text("Message 2: stripped")
+    expect(notes).to_have_count(KEPT + 1)
+    earlier = TURNS - 1 - KEPT
+    expect(notes.first).to_have_text(f"{earlier} earlier assistant messages: {earlier} stripped")
+    # the first noted: assistant message number earlier + 1, at position 2 x earlier + 1
+    expect(notes.nth(1).locator(".egress-action")).to_have_text(
+        f"Message {2 * earlier + 2}: stripped"
+    )
     last.locator(".egress summary").click()  # closed and opened again: drawn once
     last.locator(".egress summary").click()
-    expect(notes).to_have_count(TURNS - 1)
+    expect(notes).to_have_count(KEPT + 1)
     expect(last.locator(".egress-settings")).to_be_visible()
