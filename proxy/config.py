@@ -196,6 +196,28 @@ class RouteModel(_Model):
                 raise ValueError("header names and values must be latin-1 characters")
         return value
 
+    @field_validator("api_key")
+    @classmethod
+    def _api_key_sendable(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_header_secret(value.get_secret_value())
+        return value
+
+
+def check_header_secret(value: str) -> None:
+    """ValueError, never naming the value, when a key or token could not
+    travel in an HTTP header as written: CR, LF or NUL in it (a file's
+    trailing newline, through `${VAR}` or a Kubernetes secret), a space or
+    tab at either end (a client cannot send one: the server drops it), or a
+    character past latin-1. Such a route key fails every request; such an
+    admin token matches none."""
+    if any(c in value for c in "\r\n\0"):
+        raise ValueError("must not contain CR, LF or NUL (a file's trailing newline?)")
+    if value != value.strip(" \t"):
+        raise ValueError("must not begin or end with a space or tab")
+    if not value.isascii() and max(value) > "\xff":
+        raise ValueError("must be latin-1 characters")
+
 
 _HOST_LABEL = re.compile(r"[A-Za-z0-9_-]{1,63}")
 
@@ -247,6 +269,13 @@ class ServerModel(_Model):
     # localhost and this machine's name; checked when listening on loopback,
     # or always once names are listed; "*": any (see proxy/hosts.py)
     allowed_hosts: list[str] = Field(default_factory=list)
+
+    @field_validator("admin_token")
+    @classmethod
+    def _admin_token_sendable(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_header_secret(value.get_secret_value())
+        return value
 
 
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600  # ten years
@@ -483,6 +512,11 @@ def build_config(
         if not re.fullmatch(r"[A-Za-z0-9._-]{1,64}", name):
             raise ConfigError(f"{source}: profile name {name!r} must be 1-64 of A-Z a-z 0-9 . _ -")
     admin = _plain(model.server.admin_token) or env.get(ENV_ADMIN_TOKEN)
+    if admin and not _plain(model.server.admin_token):  # from the environment
+        try:
+            check_header_secret(admin)
+        except ValueError as exc:
+            raise ConfigError(f"{source}: {ENV_ADMIN_TOKEN}: {exc}") from None
     secret = _plain(model.server.secret) or env.get(ENV_SECRET)
     return Config(
         routes=routes,
