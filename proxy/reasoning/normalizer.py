@@ -58,6 +58,7 @@ from proxy.reasoning.tap import Tap
 OPEN, DONE, FAILED = "open", "done", "failed"
 _NO_MATCH = object()  # _shaped: not a chunk of a known shape
 _NOT_QUICK = object()  # _shaped: a known shape, but the quick path cannot take it
+_CHUNK_OBJECT = "chat.completion.chunk"
 _LEARN_CALLS = 16  # parsed chunks per stream that may teach a shape
 _MAX_SHAPES = 4
 
@@ -535,7 +536,14 @@ class StreamNormalizer:
             self._usage = usage
         if "error" in obj:
             self._upstream_error = obj["error"]
-        if not choices or type(choices) is not list:
+        if type(choices) is not list:
+            if choices is None and "error" not in obj and obj.get("object") == _CHUNK_OBJECT:
+                # a chunk with no choices (usage only, a filter note) that says
+                # `null` or nothing: clients iterate `choices`, so it is a list
+                obj["choices"] = []
+                return b"data: " + orjson.dumps(obj) + b"\n\n"
+            return None
+        if not choices:
             return None
         changed = False
         split: bytes | None = None
@@ -553,13 +561,13 @@ class StreamNormalizer:
                     self._upstream_error = answer_error(obj)
             delta = choice.get("delta")
             if type(delta) is not dict:
+                # a choice without a delta (Azure's content filter notes send
+                # `delta: null`) gets an empty one: clients read `delta.content`
+                delta = choice["delta"] = {}
+                changed = True
                 if finish is None or state.finished:
                     continue
-                delta = {}
                 segments, source = state.separate(delta, True)
-                if not segments and not state.pending:
-                    continue
-                choice["delta"] = delta
             else:
                 segments, source = state.separate(delta, finish is not None)
             final = finish is not None

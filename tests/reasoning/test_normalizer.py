@@ -503,10 +503,35 @@ def test_json_that_is_not_an_object_passes_through() -> None:
     assert out.startswith(b"data: 42\n\ndata: [1,2]\n\n")
 
 
-def test_choice_without_delta_passes_through() -> None:
-    odd = b'data: {"choices":[{"index":0,"logprobs":null}]}\n\n'
-    out, _ = run_stream(odd + render_stream([chunk({"content": "x"}, "stop")]))
-    assert out.startswith(odd)
+@pytest.mark.parametrize(
+    "odd",
+    [b'{"choices":[{"index":0,"logprobs":null}]}', b'{"choices":[{"index":0,"delta":null}]}'],
+)
+def test_choice_without_delta_gets_an_empty_one(odd: bytes) -> None:
+    out, normalizer = run_stream(
+        b"data: " + odd + b"\n\n" + render_stream([chunk({"content": "x"})])
+    )
+    first = orjson.loads(out.split(b"\n\n")[0][6:])
+    assert first["choices"][0]["delta"] == {}
+    assert normalizer.state == DONE
+
+
+@pytest.mark.parametrize("usage_only", [{"choices": None}, {}])
+def test_chunk_with_null_or_no_choices_gets_an_empty_list(usage_only: Json) -> None:
+    odd = {**chunk({}), **usage_only, "usage": {"total_tokens": 3}}
+    if not usage_only:
+        del odd["choices"]
+    out, normalizer = run_stream(render_stream([chunk({"content": "x"}, "stop"), odd]))
+    events = [orjson.loads(e[6:]) for e in out.split(b"\n\n") if e.startswith(b"data: {")]
+    assert events[-1]["choices"] == []
+    assert events[-1]["usage"] == {"total_tokens": 3}
+    assert normalizer.turn().usage == {"total_tokens": 3}
+
+
+def test_error_object_with_null_choices_passes_through() -> None:
+    odd = b'data: {"object":"chat.completion.chunk","choices":null,"error":{"message":"x"}}\n\n'
+    out, _ = run_stream(render_stream([chunk({"content": "x"}, "stop")])[:-14] + odd)
+    assert odd in out
 
 
 def test_finish_without_delta_still_releases_held_text() -> None:
@@ -725,11 +750,11 @@ def test_details_items_that_are_not_objects_are_ignored() -> None:
     assert normalizer.turn().thinking[0].thought == "short"
 
 
-def test_finish_without_delta_and_nothing_held_passes_through() -> None:
+def test_finish_without_delta_and_nothing_held_gets_an_empty_delta() -> None:
     final = b'data: {"choices":[{"index":0,"finish_reason":"stop"}]}\n\n'
     body = render_stream([chunk({"content": "a"})])[:-14] + final + b"data: [DONE]\n\n"
     out, normalizer = run_stream(body)
-    assert final in out
+    assert b'data: {"choices":[{"index":0,"finish_reason":"stop","delta":{}}]}\n\n' in out
     assert normalizer.turn().finish_reason == "stop"
 
 
