@@ -139,6 +139,7 @@ class ChoiceSeparator:
             return NOT_HANDLED
         if self.plain:
             self.builder.text(content)
+            self.splitter.tail_ws = content[-1].isspace()
             return UNCHANGED
         splitter = self.splitter
         if self.native or not splitter.inside_plain:

@@ -403,6 +403,7 @@ class StreamNormalizer:
                 if run < 2 or not text or state.mark in text:
                     return run, False
                 state.builder.text(text)
+                state.splitter.tail_ws = text[-1].isspace()
                 return run, None
             if not state.native and state.splitter.inside_plain and shape.head is not None:
                 return self._tagged_run(shape, state, events, start)

@@ -302,6 +302,7 @@ class TagSplitter:
         "_tags",
         "_watch",
         "delimiters",
+        "tail_ws",
     )
 
     def __init__(self, tags: TagSet = DEFAULT_TAG_SET, *, implicit_open: bool = False) -> None:
@@ -317,6 +318,11 @@ class TagSplitter:
         # only_at_start: watching for the first visible character of the answer
         self._watch = tags.only_at_start
         self._answered = False  # a visible character that is not whitespace went out
+        # the last visible character out was whitespace; callers that pass
+        # plain text by (`plain`) keep it current: after a block in the
+        # middle of the answer, whitespace goes only when none came before
+        # it (`Intro.\n\n<think>..</think>\n\nOutro.`: one blank line)
+        self.tail_ws = False
         if implicit_open:
             self._block = -1
         self.delimiters = 0  # delimiters removed from the text so far (for metrics)
@@ -365,6 +371,7 @@ class TagSplitter:
                 if self._state == _OUTSIDE:
                     if not self._answered and not text.isspace():
                         self._begin()
+                    self.tail_ws = text[-1].isspace()
                     return [Visible(text)]
                 text = self._reasoning(text)
                 return [Reasoning(text)] if text else []
@@ -522,6 +529,8 @@ class TagSplitter:
         self._hold = text[cut:]
         if cut:
             self._emit(text[:cut], out)
+        if self._hold:
+            self.tail_ws = False  # the held text goes on after the block
 
     def _prefix_start(self, text: str) -> int:
         """Where the earliest trailing possible delimiter start (`<thi`)
@@ -548,7 +557,8 @@ class TagSplitter:
         self._state = _OUTSIDE
         self._block = None
         self._fresh_implicit = False
-        self._skip_ws = not self._answered  # a block that leads the answer
+        # a block that leads the answer, or one after whitespace
+        self._skip_ws = not self._answered or self.tail_ws
         out.append(REASONING_END)
 
     def _emit(self, text: str, out: list[TagEvent]) -> None:
@@ -561,6 +571,7 @@ class TagSplitter:
         if self._state == _OUTSIDE:
             if not self._answered and not text.isspace():
                 self._begin()
+            self.tail_ws = text[-1].isspace()
             out.append(Visible(text))
             return
         text = self._reasoning(text)

@@ -1,6 +1,7 @@
 """Whitespace after a closed block: dropped when the block leads the answer
-(templates write `</think>\\n\\n` before it), the answer's own when answer
-text came before the block."""
+(templates write `</think>\\n\\n` before it) or when whitespace came just
+before the block (one break, not two, where a block is cut out of the
+answer), the answer's own when answer text came just before the block."""
 
 from __future__ import annotations
 
@@ -19,8 +20,12 @@ AT_START = TagSet.of(only_at_start=True)
     ("text", "visible"),
     [
         ("First part.<think>x</think> Second part.", "First part. Second part."),
-        ("First part.\n<think>x</think>\n\nSecond part.", "First part.\n\n\nSecond part."),
-        ("<think>x</think>\n\nAnswer <think>y</think> more", "Answer  more"),
+        ("First part.<think>x</think>\n\nSecond part.", "First part.\n\nSecond part."),
+        ("First part.\n<think>x</think>\n\nSecond part.", "First part.\nSecond part."),
+        ("Intro.\n\n<think>x</think>\n\nOutro.", "Intro.\n\nOutro."),
+        ("Intro.\n\n<think>x</think><think>y</think>\n\nOutro.", "Intro.\n\nOutro."),
+        ("<think>x</think>\n\nAnswer <think>y</think> more", "Answer more"),
+        ("A <thi<think>x</think> b", "A <thi b"),
         ("\n\n<think>x</think>\n\nAnswer", "\n\nAnswer"),  # whitespace is no answer yet
         ("<think>x</think> <think>y</think>\n Answer", "Answer"),
     ],
@@ -50,7 +55,8 @@ def oracle(parts: list[tuple[bool, str]]) -> str:
     skip = answered = False
     for is_block, body in parts:
         if is_block:
-            skip = not answered
+            # after whitespace, whitespace after the block goes too
+            skip = not answered or (bool(out) and out[-1][-1].isspace())
             continue
         text = body.lstrip() if skip else body
         if text:
