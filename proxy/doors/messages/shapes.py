@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from proxy.errors import ProxyError
+from proxy.errors import ProxyError, upstream_error_status
 
 MESSAGES_PATH = "/v1/messages"
 
@@ -66,6 +66,10 @@ STOP_REASONS = {
     "tool_calls": "tool_use",
     "function_call": "tool_use",
     "content_filter": "refusal",
+    # Hugging Face TGI's, for a hit of one of the request's stop sequences
+    "stop_sequence": "stop_sequence",
+    # Mistral's, for an answer cut at the model's context window
+    "model_length": "model_context_window_exceeded",
 }
 
 
@@ -82,15 +86,20 @@ def error_object(error_type: str, message: str) -> dict[str, Any]:
 def error_from_openai(error: Any, status: int | None = None) -> dict[str, Any]:
     """An OpenAI-shaped error object (the `error` member, or a bare string) in
     Anthropic's shape. With a status the type follows it; without (an error
-    in a stream), it follows the error's own type."""
+    in a stream), it follows the status the error names (a numeric `status`
+    or `code`, or a known `code` or `type`: the status the same error would
+    get as a stream's first event), else the error's own type."""
     message = "The upstream returned an error."
     kind = None
     if isinstance(error, dict):
         if isinstance(error.get("message"), str):
             message = error["message"]
         code = error.get("code")
+        named = upstream_error_status(error)  # 502 when it names none
         if isinstance(code, str) and code in _TYPE_OF_CODE:
             kind = _TYPE_OF_CODE[code]
+        elif named != 502:
+            kind = error_type_of_status(named)
         elif isinstance(error.get("type"), str):
             kind = _TYPE_OF_TYPE.get(error["type"])
     elif isinstance(error, str) and error:
@@ -153,9 +162,12 @@ def stop_reason(finish_reason: Any, tool_use: bool) -> str:
 
 def matched_stop(choice: dict[str, Any], stop_sequences: tuple[str, ...]) -> str | None:
     """The stop sequence that ended a choice, where the upstream says which
-    (vLLM's `stop_reason`, SGLang's `matched_stop`)."""
+    (vLLM's `stop_reason`, SGLang's `matched_stop`), or says that one did
+    (TGI's finish_reason `stop_sequence`) and the request has one alone."""
     for key in ("stop_reason", "matched_stop"):
         value = choice.get(key)
         if isinstance(value, str) and value in stop_sequences:
             return value
+    if choice.get("finish_reason") == "stop_sequence" and len(stop_sequences) == 1:
+        return stop_sequences[0]
     return None
