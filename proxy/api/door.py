@@ -164,7 +164,7 @@ class Door(TracedEndpoint):
             and not thinking_off(ex.payload),
             include_in_response=ex.settings.include_in_response,
             max_line_bytes=limits.max_sse_line_bytes,
-            max_reasoning_chars=limits.max_reasoning_bytes,
+            max_reasoning_bytes=limits.max_reasoning_bytes,
             output=output,
         )
 

@@ -59,14 +59,19 @@ class _Tool:
         self.args: list[str] = []
 
 
+def utf8_size(text: str) -> int:
+    """The length of `text` in UTF-8 (an ASCII text's is its length: no copy)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 class TurnBuilder:
     __slots__ = (
         "_block",
+        "_bytes",
         "_calls",
-        "_chars",
         "_details",
         "_hidden",
-        "_max_chars",
+        "_max_bytes",
         "_parts",
         "_refused",
         "_shadow",
@@ -76,7 +81,7 @@ class TurnBuilder:
         "truncated",
     )
 
-    def __init__(self, *, hidden: bool = False, max_reasoning_chars: int = 1 << 24) -> None:
+    def __init__(self, *, hidden: bool = False, max_reasoning_bytes: int = 1 << 24) -> None:
         self._parts: list[_Block | _Text | _Tool] = []
         self._block: _Block | None = None  # the block receiving reasoning now
         self._texts: list[str] | None = None  # the text part receiving text now, if last
@@ -87,8 +92,8 @@ class TurnBuilder:
         # thinking blocks: by index when the upstream numbers them, and the last
         self._thinking: dict[Any, tuple[_Block, Json]] = {}
         self._hidden = hidden
-        self._max_chars = max_reasoning_chars
-        self._chars = 0
+        self._max_bytes = max_reasoning_bytes
+        self._bytes = 0  # UTF-8 bytes of reasoning kept
         self.truncated = False
         self._refused = False
 
@@ -97,9 +102,9 @@ class TurnBuilder:
         earlier block that had text (the client may want a separator)."""
         block = self._block
         if block is not None and block.source == source:  # the usual case, kept short
-            chars = self._chars + len(text)
-            if chars <= self._max_chars:
-                self._chars = chars
+            size = self._bytes + utf8_size(text)
+            if size <= self._max_bytes:
+                self._bytes = size
                 block.texts.append(text)
             else:
                 self._cut(block, text)
@@ -166,8 +171,8 @@ class TurnBuilder:
         return block, True
 
     def room(self) -> int:
-        """Reasoning characters that can still be added before truncation."""
-        return self._max_chars - self._chars
+        """Reasoning bytes (UTF-8) that can still be added before truncation."""
+        return self._max_bytes - self._bytes
 
     def end_block(self) -> None:
         self._block = None
@@ -299,20 +304,24 @@ class TurnBuilder:
         )
 
     def _keep(self, block: _Block, text: str) -> None:
-        if self._chars + len(text) <= self._max_chars:
-            self._chars += len(text)
+        size = self._bytes + utf8_size(text)
+        if size <= self._max_bytes:
+            self._bytes = size
             block.texts.append(text)
         else:
             self._cut(block, text)
 
     def _cut(self, block: _Block, text: str) -> None:
         """Keep what fits of `text` under the bound (reasoning that arrives
-        in one piece longer than the bound is cut, not dropped)."""
+        in one piece longer than the bound is cut, not dropped), at a
+        character's boundary."""
         self.truncated = True
-        room = self._max_chars - self._chars
+        room = self._max_bytes - self._bytes
         if room > 0:
-            block.texts.append(text[:room])
-            self._chars = self._max_chars
+            kept = text.encode("utf-8", "surrogatepass")[:room].decode("utf-8", "ignore")
+            if kept:
+                block.texts.append(kept)
+        self._bytes = self._max_bytes  # nothing after the cut is kept
 
     def _has_text_before(self, block: _Block) -> bool:
         for p in self._parts:

@@ -45,7 +45,7 @@ class NormalizeOptions:
     implicit_open_tag: bool = False
     include_in_response: bool = True
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-    max_reasoning_chars: int = 1 << 24
+    max_reasoning_bytes: int = 1 << 24
     # recognize a stream's repeated chunk shape instead of parsing each chunk
     # (off: every chunk parsed; the two must agree, which the tests check)
     shapes: bool = True
@@ -59,7 +59,7 @@ class NormalizeOptions:
         implicit_open_tag: bool = False,
         include_in_response: bool = True,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-        max_reasoning_chars: int = 1 << 24,
+        max_reasoning_bytes: int = 1 << 24,
         shapes: bool = True,
         output: Output = "reasoning_content",
     ) -> None:
@@ -67,7 +67,7 @@ class NormalizeOptions:
         object.__setattr__(self, "implicit_open_tag", implicit_open_tag)
         object.__setattr__(self, "include_in_response", include_in_response)
         object.__setattr__(self, "max_line_bytes", max_line_bytes)
-        object.__setattr__(self, "max_reasoning_chars", max_reasoning_chars)
+        object.__setattr__(self, "max_reasoning_bytes", max_reasoning_bytes)
         object.__setattr__(self, "shapes", shapes)
         object.__setattr__(self, "output", output)
 
@@ -103,7 +103,7 @@ class ChoiceSeparator:
         self.include = options.include
         self.builder = TurnBuilder(
             hidden=not self.include,
-            max_reasoning_chars=options.max_reasoning_chars,
+            max_reasoning_bytes=options.max_reasoning_bytes,
         )
         # None: the default shape, written by `rewrite`
         self.writer = None if options.default_shape else ShapeWriter(options.output)

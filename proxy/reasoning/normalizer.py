@@ -35,7 +35,7 @@ from typing import Any
 import orjson
 
 from proxy.reasoning.blocks import Json, Turn, index_key
-from proxy.reasoning.builder import TurnBuilder
+from proxy.reasoning.builder import TurnBuilder, utf8_size
 from proxy.reasoning.channels import (
     UNCHANGED,
     ChoiceSeparator,
@@ -394,7 +394,9 @@ class StreamNormalizer:
             state = self._choices[shape.index]  # made by the chunk the shape came from
             if shape.field == "reasoning_content":  # (that chunk made the choice native)
                 run, text = shape.run(events, start)
-                if run < 2 or not text or not state.native or state.builder.room() < len(text):
+                if not (run > 1 and text and state.native):
+                    return run, False
+                if state.builder.room() < utf8_size(text):
                     return run, False
                 state.builder.reasoning(text, "reasoning_content")
                 return run, None

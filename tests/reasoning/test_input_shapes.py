@@ -27,7 +27,7 @@ IDS = [c.id for c in CASES]
 
 def options(case: InputCase, **kw: Any) -> NormalizeOptions:
     if case.max_reasoning_bytes is not None:
-        kw.setdefault("max_reasoning_chars", case.max_reasoning_bytes)
+        kw.setdefault("max_reasoning_bytes", case.max_reasoning_bytes)
     return NormalizeOptions(tags=case.tags(), implicit_open_tag=case.implicit, **kw)
 
 

@@ -90,7 +90,7 @@ def test_a_new_thinking_block_after_earlier_reasoning_is_separated() -> None:
 
 
 def test_thinking_blocks_beyond_the_bound_are_cut() -> None:
-    builder = TurnBuilder(max_reasoning_chars=5)
+    builder = TurnBuilder(max_reasoning_bytes=5)
     builder.thinking_blocks([{"type": "thinking", "thinking": "abcdefgh", "signature": "s"}])
     turn = builder.build()
     assert turn.reasoning_truncated

@@ -612,7 +612,7 @@ def test_turn_of_an_open_stream_is_incomplete() -> None:
 
 def test_reasoning_bytes_per_turn_are_bounded() -> None:
     chunks = [chunk({"reasoning_content": "x" * 10}) for _ in range(5)] + [chunk({}, "stop")]
-    out, normalizer = run_stream(render_stream(chunks), max_reasoning_chars=25)
+    out, normalizer = run_stream(render_stream(chunks), max_reasoning_bytes=25)
     assert len(read_stream(out)["reasoning"]) == 50  # the client still gets all of it
     turn = normalizer.turn()
     assert turn.thinking[0].thought == "x" * 25  # cut at the bound
@@ -806,7 +806,7 @@ def test_a_new_block_past_the_reasoning_bound_keeps_what_fits() -> None:
         chunk({"content": "<think>" + "x" * 30 + "</think>a<think>more</think>b<think>z</think>"}),
         chunk({}, "stop"),
     ]
-    _, normalizer = run_stream(render_stream(chunks), max_reasoning_chars=32)
+    _, normalizer = run_stream(render_stream(chunks), max_reasoning_bytes=32)
     turn = normalizer.turn()
     assert [b.thought for b in turn.thinking] == ["x" * 30, "mo"]
     assert turn.reasoning_truncated

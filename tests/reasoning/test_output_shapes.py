@@ -38,7 +38,7 @@ ALLOWED = {
 
 def options(case: InputCase, shape: str, **kw: Any) -> NormalizeOptions:
     if case.max_reasoning_bytes is not None:
-        kw.setdefault("max_reasoning_chars", case.max_reasoning_bytes)
+        kw.setdefault("max_reasoning_bytes", case.max_reasoning_bytes)
     return NormalizeOptions(tags=case.tags(), implicit_open_tag=case.implicit, output=shape, **kw)  # type: ignore[arg-type]
 
 

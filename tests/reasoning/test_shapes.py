@@ -621,13 +621,13 @@ def run(pieces: list[bytes], options: NormalizeOptions, tap: bool) -> tuple[Any,
 
 
 def assert_same(
-    pieces: list[bytes], include: bool, max_reasoning_chars: int = 1 << 24, **more: Any
+    pieces: list[bytes], include: bool, max_reasoning_bytes: int = 1 << 24, **more: Any
 ) -> tuple[StreamNormalizer, StreamNormalizer]:
     """The normalizer with shapes and the one that parses every chunk agree:
     events, state, turns, and what the tap saw (with a tap, and without one,
     which lets the shape path take more)."""
     options = NormalizeOptions(
-        include_in_response=include, max_reasoning_chars=max_reasoning_chars, **more
+        include_in_response=include, max_reasoning_bytes=max_reasoning_bytes, **more
     )
     results = []
     for tap in (True, False):
@@ -655,10 +655,10 @@ def assert_same(
     st.sampled_from([1 << 24, 1, 7, 40]),
 )
 def test_shapes_on_and_off_give_the_same_stream(
-    body: bytes, sizes: list[int], include: bool, max_reasoning_chars: int
+    body: bytes, sizes: list[int], include: bool, max_reasoning_bytes: int
 ) -> None:
-    assert_same(cut_at(body, sizes), include, max_reasoning_chars)
-    assert_same([body], include, max_reasoning_chars)
+    assert_same(cut_at(body, sizes), include, max_reasoning_bytes)
+    assert_same([body], include, max_reasoning_bytes)
 
 
 TAG_SETS = {
