@@ -53,8 +53,14 @@ Provider formats, as their documentation describes them:
   400 "thinking is enabled but reasoning_content is missing in assistant tool
   call message at index N"; K2.5/K2.6 treat `""` as missing and accept one
   space. kimi-k2-thinking always thinks; kimi-k2.5 and kimi-k2.6 turn it off
-  with `thinking: {"type": "disabled"}`; no effort or budget parameter
-  (https://platform.moonshot.ai/docs/guide/use-kimi-k2-thinking-model).
+  with `thinking: {"type": "disabled"}`; kimi-k2.7-code (and its highspeed
+  variant) always thinks and refuses `"disabled"` with an error; no budget
+  parameter (https://platform.kimi.ai/docs/guide/use-kimi-k2-thinking-model).
+  kimi-k3 (and K3.1) always thinks and takes a top-level `reasoning_effort`
+  low/high/max (https://platform.kimi.ai/docs/guide/use-reasoning-effort, as
+  https://docs.agno.com/examples/models/moonshot/reasoning-effort quotes it),
+  so the settings' top effort, xhigh, goes as max. Kimi Code's endpoint is
+  `api.kimi.com/coding/v1` (https://www.kimi.com/code/docs/).
 - openrouter: request `reasoning: {effort | max_tokens}` (one of the two),
   efforts xhigh/high/medium/low/minimal/none, `enabled: false` turns it off;
   pass `reasoning_details` back unmodified and in order ("useful
@@ -281,7 +287,21 @@ DIALECTS: dict[str, Dialect] = {
             "reasoning_content",
             tool_turn_placeholder=" ",
             auto_include=True,
-            families=(Family(r"kimi-k2\.[5-9]", (_THINKING_OFF,)),),
+            families=(
+                Family(r"kimi-k2\.\d+-code"),  # always thinks; "disabled" is an error
+                Family(r"kimi-k2\.[5-9]", (_THINKING_OFF,)),
+                Family(
+                    r"kimi-k3",
+                    (
+                        ParamRule(
+                            "effort",
+                            ("reasoning_effort",),
+                            choices=("low", "high", "xhigh"),
+                            value_map=(("xhigh", "max"),),
+                        ),
+                    ),
+                ),
+            ),
         ),
         Dialect(
             "openrouter",
@@ -451,6 +471,7 @@ HOSTS: tuple[tuple[str, str], ...] = (
     ("api.deepseek.com", "deepseek"),
     ("api.moonshot.ai", "kimi"),
     ("api.moonshot.cn", "kimi"),
+    ("api.kimi.com", "kimi"),
     ("openrouter.ai", "openrouter"),
     ("api.groq.com", "groq"),
     ("api.minimax.io", "minimax"),
