@@ -12,6 +12,9 @@ none of them looks up history, profiles or credentials itself.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hmac
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +64,9 @@ Decided = tuple[Dialect, ReasoningSettings, list[Param], tuple[str, ...]]
 
 # request headers that are the proxy's own and never go upstream
 OWN_HEADERS = ("x-reasoning-", "x-conversation-id")
+# request headers that describe the client's body: where the proxy writes the
+# body it sends (a front door, which read it decoded), they are its own
+BODY_HEADERS = frozenset(("content-type", "content-encoding"))
 
 # What the planner remembers per model name (route, dialect, settings): at
 # most REMEMBERED entries, and only for names of at most REMEMBERED_NAME
@@ -328,6 +334,45 @@ ADMIN_NOT_FORWARDED = (
 )
 
 
+def credential_forms(value: str) -> list[str]:
+    """What an upstream may take for the credential a header or query value
+    carries: the value, each item of a comma-separated list, and what follows
+    its scheme (`Bearer <key>`, any scheme; both halves of a `Basic`
+    user:password), whitespace at either end aside."""
+    forms = []
+    for item in {value, *value.split(",")}:
+        item = item.strip()
+        forms.append(item)
+        scheme, *after = item.split(None, 1) or [""]
+        rest = after[0].strip() if after else ""
+        if rest:
+            forms.append(rest)
+        if rest and scheme.lower() == "basic":
+            try:
+                pair = base64.b64decode(rest, validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                continue
+            forms.extend(pair.split(":", 1))
+    return forms
+
+
+def holds_token(name: str, value: str, token: str) -> bool:
+    """The credential header `name` (a query parameter: "") carries `token`
+    itself (`credential_forms`; a Cookie: as one of its cookies' values), not
+    merely inside a longer key. Compared in constant time."""
+    if not token:
+        return False
+    values = (
+        [c.partition("=")[2].strip().strip('"') for c in value.split(";")]
+        if name == "cookie"
+        else [value]
+    )
+    secret = token.encode()
+    forms = [form.encode() for v in values for form in credential_forms(v)]
+    # every form compared, so the time does not say which one matched
+    return sum(hmac.compare_digest(form, secret) for form in forms) > 0
+
+
 def upstream_headers(
     headers: list[tuple[str, str]], route: Route, *, json: bool, admin: Secret | None = None
 ) -> list[tuple[str, str]]:
@@ -337,12 +382,13 @@ def upstream_headers(
     credential headers go), and the route's own headers are added, each in
     place of the client's header of that name. `json`:
     the proxy writes the body (its content type is JSON whatever the client
-    said). A client credential that holds the `admin` token is refused (403)
-    where it would go upstream."""
+    said, with no Content-Encoding: `BODY_HEADERS`). A client credential that
+    is the `admin` token (`holds_token`) is refused (403) where it would go
+    upstream."""
     keyed = route.keyed
     drop = hop_by_hop(headers)
-    # one pass: the client's own content type goes too where the proxy
-    # writes the body (it is no credential, so the check below sees the same)
+    # one pass: the client's own content type and encoding go too where the
+    # proxy writes the body (they are no credentials: the check below sees the same)
     out = [
         (k, v)
         for k, v in headers
@@ -350,11 +396,11 @@ def upstream_headers(
         and not k.startswith(OWN_HEADERS)
         and not (keyed and k in CREDENTIAL_HEADERS)
         and k not in route.header_names
-        and not (json and k == "content-type")
+        and not (json and k in BODY_HEADERS)
     ]
     if admin is not None and not keyed:
         token = admin.get()
-        if any(k in CREDENTIAL_HEADERS and token in v for k, v in out):
+        if any(k in CREDENTIAL_HEADERS and holds_token(k, v, token) for k, v in out):
             raise Forbidden(ADMIN_NOT_FORWARDED, code="admin_token_not_forwarded")
     if json:
         out.append(("content-type", "application/json"))

@@ -121,6 +121,11 @@ SETTINGS: tuple[Setting, ...] = (
 PROFILE_HEADER = "X-Reasoning-Profile"
 CONVERSATION_HEADER = "X-Conversation-Id"
 _BY_HEADER = {s.header.lower(): s for s in SETTINGS}
+# the proxy's own request headers: lower-case name -> the name as documented
+OWN_HEADER_NAMES = {
+    name.lower(): name
+    for name in (*(s.header for s in SETTINGS), PROFILE_HEADER, CONVERSATION_HEADER)
+}
 _BY_KEY = {**{s.field: s for s in SETTINGS}, **{s.alias: s for s in SETTINGS}}
 
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")

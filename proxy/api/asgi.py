@@ -1,14 +1,18 @@
 """Small helpers for the raw ASGI endpoints (the hot paths skip the
-framework): reading a bounded body, decoding headers, sending responses."""
+framework): reading a bounded body (decoded under its Content-Encoding),
+decoding headers, sending responses."""
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+import zlib
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
 from typing import Any
 
-from proxy.errors import BadRequest, PayloadTooLarge, ProxyError
+from proxy.errors import BadRequest, PayloadTooLarge, ProxyError, UnsupportedMediaType
+from proxy.http1.decoder import decoder_for
+from proxy.settings import OWN_HEADER_NAMES
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -106,20 +110,25 @@ _CONTROL = re.compile(rb"[\r\n\x00]").search
 
 def request_headers(scope: Scope, max_value_bytes: int) -> list[tuple[str, str]]:
     """The request's headers as (lower-case name, value). Values with CR, LF
-    or NUL, or longer than the bound, are refused (never echoed)."""
+    or NUL, or longer than the bound, are refused (never echoed), the header
+    named as the proxy documents its own (`X-Reasoning-Effort`), another by
+    the name the request carries."""
     out: list[tuple[str, str]] = []
     for raw_name, raw_value in scope.get("headers", ()):
-        name = raw_name.decode("latin-1").lower()
+        written = raw_name.decode("latin-1")
+        name = written.lower()
         if len(raw_value) > max_value_bytes:
+            spelled = OWN_HEADER_NAMES.get(name, written)
             raise BadRequest(
-                f"The value of header {name} is longer than limits.max_header_bytes.",
-                param=name,
+                f"The value of header {spelled} is longer than limits.max_header_bytes.",
+                param=spelled,
                 code="header_too_large",
             )
         if _CONTROL(raw_value):
+            spelled = OWN_HEADER_NAMES.get(name, written)
             raise BadRequest(
-                f"The value of header {name} contains CR, LF or NUL.",
-                param=name,
+                f"The value of header {spelled} contains CR, LF or NUL.",
+                param=spelled,
                 code="invalid_header",
             )
         out.append((name, raw_value.decode("latin-1")))
@@ -149,6 +158,70 @@ async def read_body(receive: Receive, limit: int) -> bytes:
         parts.append(chunk)
         if not message.get("more_body", False):
             return b"".join(parts)
+
+
+# the request body encodings read here (what the client transport decodes)
+READ_ENCODINGS = "gzip, deflate"
+
+
+def decoded_body(body: bytes, encodings: Sequence[str], limit: int) -> bytes:
+    """The body as an upstream reads it, under its Content-Encoding values:
+    decoded when gzip or deflate (at most `limit` bytes, a piece at a time:
+    a body that inflates to gigabytes costs one piece), as it is when
+    `identity` or none. Another encoding, or more than one, is a 415 (an
+    upstream may decode it and read what the proxy did not); a body that
+    does not decode is a 400, one that decodes past `limit` a 413."""
+    codings = [c for value in encodings for c in (p.strip().lower() for p in value.split(",")) if c]
+    codings = [c for c in codings if c != "identity"]
+    if not codings or not body:
+        return body
+    decoder = decoder_for(codings[0]) if len(codings) == 1 else None
+    if decoder is None:
+        raise UnsupportedMediaType(
+            f"A request body's Content-Encoding is read here only as one of: {READ_ENCODINGS}.",
+            code="unsupported_content_encoding",
+            headers={"Accept-Encoding": READ_ENCODINGS},
+        )
+    parts: list[bytes] = []
+    size = 0
+    try:
+        decoder.feed(body)
+        while decoder.ready():
+            piece = decoder.decode()
+            size += len(piece)
+            if size > limit:
+                raise PayloadTooLarge(
+                    f"The request body decodes to more than limits.max_body_bytes ({limit} bytes)."
+                )
+            parts.append(piece)
+        parts.append(decoder.flush())
+    except zlib.error:
+        raise BadRequest(
+            "The request body does not decode under its Content-Encoding.",
+            code="invalid_content_encoding",
+        ) from None
+    return b"".join(parts)
+
+
+async def read_plain_body(
+    receive: Receive, headers: Iterable[tuple[str, str]], limit: int
+) -> bytes:
+    """A front door's request body, decoded under the request's
+    Content-Encoding (`decoded_body`): the door reads it and writes what it
+    sends upstream itself, without that header (`proxy.exchange.BODY_HEADERS`)."""
+    encodings = [v for k, v in headers if k == "content-encoding"]
+    return decoded_body(await read_body(receive, limit), encodings, limit)
+
+
+def plain_request(
+    scope: Scope, headers: list[tuple[str, str]]
+) -> tuple[Scope, list[tuple[str, str]]]:
+    """The request as its body was read (`read_plain_body`), without its
+    Content-Encoding: for a door that hands that body on as it is (the
+    pass-through replays it), where the header would say it is still
+    encoded."""
+    plain = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != b"content-encoding"]
+    return {**scope, "headers": plain}, [(k, v) for k, v in headers if k != "content-encoding"]
 
 
 # what a name in a header list may keep as it is: visible ASCII but `%` and

@@ -4,7 +4,7 @@ is the shared driver (`proxy.api.door`)."""
 
 from __future__ import annotations
 
-from proxy.api.asgi import Receive, read_body
+from proxy.api.asgi import Receive, read_plain_body
 from proxy.api.door import Door
 from proxy.api.encoder import Encoder
 from proxy.errors import BadRequest
@@ -18,7 +18,7 @@ class ChatEndpoint(Door):
         self, headers: list[tuple[str, str]], receive: Receive
     ) -> tuple[Exchange, Encoder | None]:
         limit = self.rt.config.limits.max_body_bytes
-        ex = await self.planner.chat(headers, lambda: read_body(receive, limit))
+        ex = await self.planner.chat(headers, lambda: read_plain_body(receive, headers, limit))
         if ex.route.api != "chat":  # (a Responses or Messages upstream has no chat endpoint)
             raise BadRequest(
                 f"This route's upstream speaks the {ex.route.api} API, not chat completions.",

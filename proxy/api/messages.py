@@ -37,7 +37,7 @@ from proxy.api.asgi import (
     Send,
     encode_headers,
     header_list,
-    read_body,
+    read_plain_body,
     request_headers,
     send_bytes,
 )
@@ -134,7 +134,9 @@ class MessagesEndpoint(Door):
         headers = client_credential(headers)
         authorization = self.planner.authorize(headers)
         header_overrides(headers)  # a bad X-Reasoning-* header costs no upload
-        body = parse_json_object(await read_body(receive, rt.config.limits.max_body_bytes))
+        body = parse_json_object(
+            await read_plain_body(receive, headers, rt.config.limits.max_body_bytes)
+        )
         model = body.get("model")
         route = self.planner.route(model if isinstance(model, str) else None)
         if route.api not in ("chat", "messages"):
@@ -378,7 +380,9 @@ class CountTokensEndpoint(TracedEndpoint):
             original = request_headers(scope, rt.config.limits.max_header_bytes)
             headers = client_credential(original)
             authorization = self.planner.authorize(headers)
-            body = parse_json_object(await read_body(receive, rt.config.limits.max_body_bytes))
+            body = parse_json_object(
+                await read_plain_body(receive, headers, rt.config.limits.max_body_bytes)
+            )
             model = body.get("model")
             route = self.planner.route(model if isinstance(model, str) else None)
             trace.route = route.name

@@ -12,7 +12,7 @@ and (Anthropic) body.
 from __future__ import annotations
 
 from proxy.config import CREDENTIAL_HEADERS, Route
-from proxy.exchange import OWN_HEADERS
+from proxy.exchange import BODY_HEADERS, OWN_HEADERS
 from proxy.upstream import (
     strip_hop_by_hop,
 )
@@ -24,12 +24,12 @@ def native_headers(headers: list[tuple[str, str]], route: Route) -> list[tuple[s
     """The client's headers for a Messages upstream: its credential as it
     came (`x-api-key` or `Authorization`) unless the route has its own key
     (then that key alone: `x-api-key: <api_key>`, or the credential in its
-    `headers:`), `anthropic-*` headers kept; the route's own headers in place
-    of the client's of the same name."""
+    `headers:`), `anthropic-*` headers kept, the body's own (`BODY_HEADERS`)
+    not; the route's own headers in place of the client's of the same name."""
     out = [
         (k, v)
         for k, v in strip_hop_by_hop(headers)
-        if not k.startswith(OWN_HEADERS) and k != "content-type" and k not in route.header_names
+        if not k.startswith(OWN_HEADERS) and k not in BODY_HEADERS and k not in route.header_names
     ]
     out.append(("content-type", "application/json"))
     if route.keyed:

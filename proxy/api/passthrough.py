@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import zlib
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote_plus, unquote_to_bytes
@@ -36,6 +35,7 @@ from proxy.api.asgi import (
     Receive,
     Scope,
     absorb_cut,
+    decoded_body,
     encode_headers,
     read_body,
     request_headers,
@@ -49,15 +49,12 @@ from proxy.errors import (
     BadRequest,
     Forbidden,
     MethodNotAllowed,
-    PayloadTooLarge,
     ProxyError,
     ServerShuttingDown,
-    UnsupportedMediaType,
     require_type,
 )
-from proxy.exchange import ADMIN_NOT_FORWARDED, Planner, upstream_headers
+from proxy.exchange import ADMIN_NOT_FORWARDED, Planner, holds_token, upstream_headers
 from proxy.formdata import UnreadableForm, form_values
-from proxy.http1.decoder import decoder_for
 from proxy.runtime import Runtime
 from proxy.upstream import Response, Upstream, UpstreamReadError, response_headers
 
@@ -314,9 +311,11 @@ PASSED_ALLOW = ", ".join(_PASSED)  # a 405's Allow
 
 
 def _in_query(token: str, suffix: str) -> bool:
-    """`token` is in the query string, as written or decoded."""
+    """A query parameter's value is `token`, decoded (`holds_token`; `;`
+    separates parameters too, as some servers read it)."""
     query = suffix.partition("?")[2]
-    return bool(token) and (token in query or token in unquote_plus(query))
+    pieces = re.split("[&;]", query) if query else []
+    return any(holds_token("", unquote_plus(p.partition("=")[2]), token) for p in pieces)
 
 
 def path_model(suffix: str) -> str | None:
@@ -328,49 +327,6 @@ def path_model(suffix: str) -> str | None:
     if len(segments) > 1 and segments[0].lower() == "models":
         return "/".join(segments[1:])
     return None
-
-
-# the request body encodings read here to find the model (what the client
-# transport decodes); the body still goes on encoded, as it came
-READ_ENCODINGS = "gzip, deflate"
-
-
-def decoded_body(body: bytes, encodings: Sequence[str], limit: int) -> bytes:
-    """The body as the upstream reads it, under its Content-Encoding values:
-    decoded when gzip or deflate (at most `limit` bytes), as it is when
-    `identity` or none. Another encoding, or more than one, is a 415 (an
-    upstream may decode it and read a model no route serves); a body that
-    does not decode is a 400, one that decodes past `limit` a 413."""
-    codings = [c for value in encodings for c in (p.strip().lower() for p in value.split(",")) if c]
-    codings = [c for c in codings if c != "identity"]
-    if not codings or not body:
-        return body
-    decoder = decoder_for(codings[0]) if len(codings) == 1 else None
-    if decoder is None:
-        raise UnsupportedMediaType(
-            f"A request body's Content-Encoding is read here only as one of: {READ_ENCODINGS}.",
-            code="unsupported_content_encoding",
-            headers={"Accept-Encoding": READ_ENCODINGS},
-        )
-    parts: list[bytes] = []
-    size = 0
-    try:
-        decoder.feed(body)
-        while decoder.ready():
-            piece = decoder.decode()
-            size += len(piece)
-            if size > limit:
-                raise PayloadTooLarge(
-                    f"The request body decodes to more than limits.max_body_bytes ({limit} bytes)."
-                )
-            parts.append(piece)
-        parts.append(decoder.flush())
-    except zlib.error:
-        raise BadRequest(
-            "The request body does not decode under its Content-Encoding.",
-            code="invalid_content_encoding",
-        ) from None
-    return b"".join(parts)
 
 
 # whitespace, byte-order marks and UTF-16/32 padding, then the opening brace

@@ -54,7 +54,8 @@ from proxy.api.asgi import (
     Scope,
     encode_headers,
     header_list,
-    read_body,
+    plain_request,
+    read_plain_body,
     request_headers,
     send_bytes,
     send_error,
@@ -174,7 +175,9 @@ class ResponsesEndpoint(Door):
         rt = self.rt
         authorization = self.planner.authorize(headers)
         header_overrides(headers)  # a bad setting costs no upload
-        body = parse_json_object(await read_body(receive, rt.config.limits.max_body_bytes))
+        body = parse_json_object(
+            await read_plain_body(receive, headers, rt.config.limits.max_body_bytes)
+        )
         options = read_options(body)
         route = self.planner.route(options.model)
         if route.api not in ("chat", "responses"):
@@ -499,7 +502,8 @@ class ResponsesAside(TracedEndpoint):
             headers = request_headers(scope, rt.config.limits.max_header_bytes)
             authorization = door.planner.authorize(headers)
             header_overrides(headers)  # a bad setting costs no upload
-            raw = await read_body(receive, rt.config.limits.max_body_bytes)
+            raw = await read_plain_body(receive, headers, rt.config.limits.max_body_bytes)
+            scope, headers = plain_request(scope, headers)  # the body goes on decoded
             body = parse_json_object(raw)
             options = read_options(body)
             route = door.planner.route(options.model)

@@ -472,7 +472,7 @@ def test_the_admin_token_is_never_sent_upstream(upstream: FakeUpstream) -> None:
         with pytest.raises(anthropic.PermissionDeniedError):
             claude.messages.create(model="m", max_tokens=5, messages=MESSAGES)  # type: ignore[arg-type]
         passed = httpx.get(f"{proxy.url}/models", headers=as_bearer)
-        in_another = httpx.get(f"{proxy.url}/files", headers={"api-key": f"x{ADMIN}x"})
+        in_another = httpx.get(f"{proxy.url}/files", headers={"api-key": ADMIN})
         in_the_query = [
             httpx.post(f"{proxy.url}/embeddings?{query}", json={"model": "m"})
             for query in (f"access_token={ADMIN}", f"key=%61{ADMIN[1:]}")
