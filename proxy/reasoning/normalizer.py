@@ -93,13 +93,25 @@ def chunk_usage(chunk: Json) -> Json | None:
     return usage if usage and type(usage) is dict else None
 
 
-# What a choice that ended with `finish_reason: "error"` failed with, when
-# neither the chunk nor the choice says.
-FINISHED_WITH_ERROR = {
-    "message": 'The upstream ended the answer with finish_reason "error".',
-    "type": "upstream_error",
-    "code": "upstream_error",
-}
+# The finish_reasons of an answer that failed: OpenRouter's "error", and
+# vLLM's "abort" (the request aborted on the server: the answer is cut)
+FAILED_FINISHES = ("error", "abort")
+
+
+def may_fail(data: bytes) -> bool:
+    """An event's data may carry an error (`answer_error`): a quick look
+    before it is parsed for one."""
+    return b"error" in data or b"abort" in data
+
+
+def finished_with(reason: str) -> Json:
+    """What a choice that ended with a FAILED_FINISHES reason failed with,
+    when neither the chunk nor the choice says."""
+    return {
+        "message": f'The upstream ended the answer with finish_reason "{reason}".',
+        "type": "upstream_error",
+        "code": "upstream_error",
+    }
 
 
 def answer_error(obj: Json) -> Any:
@@ -107,8 +119,8 @@ def answer_error(obj: Json) -> Any:
     else None: its `error` when it has no choices (OpenAI's and vLLM's error
     events), or when a choice ends with `finish_reason: "error"` (how
     OpenRouter fails mid-stream, with the error at the top, and in a whole
-    answer, with the error in the choice). An `error` beside choices that
-    go on is data."""
+    answer, with the error in the choice) or `"abort"` (vLLM's answer cut by
+    an abort on the server). An `error` beside choices that go on is data."""
     error = obj.get("error")
     choices = obj.get("choices")
     if not choices:
@@ -116,10 +128,11 @@ def answer_error(obj: Json) -> Any:
     if type(choices) is not list:
         return None
     for choice in choices:
-        if type(choice) is dict and choice.get("finish_reason") == "error":
+        reason = choice.get("finish_reason") if type(choice) is dict else None
+        if reason in FAILED_FINISHES:
             if error is None:
                 error = choice.get("error")
-            return error if error is not None else FINISHED_WITH_ERROR
+            return error if error is not None else finished_with(reason)
     return None
 
 
@@ -361,7 +374,7 @@ class StreamNormalizer:
             else:
                 assert type(ev) is SSEEvent
                 data, name = ev.data, ev.event
-            if name != "error" and b"error" not in data:
+            if name != "error" and not may_fail(data):
                 return  # the common first chunk: not parsed twice
             try:
                 obj = orjson.loads(data)
@@ -560,7 +573,7 @@ class StreamNormalizer:
             finish = choice.get("finish_reason")
             if finish is not None:
                 self._envelope["finish_reason"] = finish
-                if finish == "error" and self._upstream_error is None:
+                if finish in FAILED_FINISHES and self._upstream_error is None:
                     self._upstream_error = answer_error(obj)
             delta = choice.get("delta")
             if type(delta) is not dict:

@@ -10,11 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proxy.reasoning.normalizer import (
-    FINISHED_WITH_ERROR,
     StreamFailure,
     StreamNormalizer,
     answer_error,
     error_body,
+    finished_with,
 )
 from tests.casefiles import cut_at
 
@@ -167,7 +167,15 @@ def test_an_answer_ended_by_an_error_later_leaves_the_turn_incomplete(error: byt
             {"choices": [{"finish_reason": "error", "error": {"code": 502, "message": "busy"}}]},
             {"code": 502, "message": "busy"},
         ),
-        ({"choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]}, FINISHED_WITH_ERROR),
+        (
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "error"}]},
+            finished_with("error"),
+        ),
+        (
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "abort"}]},
+            finished_with("abort"),
+        ),
+        ({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}, None),
     ],
 )
 def test_the_error_an_answer_carries(obj: dict[str, Any], error: object) -> None:

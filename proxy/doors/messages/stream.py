@@ -50,7 +50,7 @@ from proxy.doors.messages.shapes import error_body, error_from_openai, matched_s
 from proxy.reasoning.calls import CallSlots, arguments_text
 from proxy.reasoning.channels import LEGACY_CALL
 from proxy.reasoning.native import DetailsMerger
-from proxy.reasoning.normalizer import answer_error, chunk_usage
+from proxy.reasoning.normalizer import answer_error, chunk_usage, may_fail
 from proxy.reasoning.sse import (
     SSEComment,
     SSEDecoder,
@@ -320,7 +320,7 @@ class MessagesEncoder:
             return self._error(b'"The upstream sent an event that is not JSON."', out)
         if not isinstance(chunk, dict):
             return True
-        error = answer_error(chunk) if b"error" in data else None
+        error = answer_error(chunk) if may_fail(data) else None
         if error is not None:
             self._choices(chunk, out)  # what came with the error, then the failure
             return self._error(orjson.dumps(error), out)

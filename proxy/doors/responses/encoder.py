@@ -71,7 +71,7 @@ from proxy.reasoning.blocks import Json, Turn, blocks_for_context, join_reasonin
 from proxy.reasoning.calls import CallSlots, arguments_text
 from proxy.reasoning.channels import LEGACY_CALL, NormalizeOptions, visible_tokens
 from proxy.reasoning.native import DetailsMerger
-from proxy.reasoning.normalizer import answer_error, chunk_usage
+from proxy.reasoning.normalizer import answer_error, chunk_usage, may_fail
 from proxy.reasoning.sse import SSEComment, SSEDecoder, SSEEvent, encode_comment
 from proxy.sealing import Sealed
 
@@ -305,7 +305,7 @@ class ResponsesEncoder:
             return
         if type(chunk) is not dict:
             return
-        error = answer_error(chunk) if b"error" in data else None
+        error = answer_error(chunk) if may_fail(data) else None
         if error is None:
             self._chunk(chunk, out)
             return
