@@ -47,7 +47,7 @@ the part none, whatever the upstream sent.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -67,7 +67,16 @@ from proxy.doors.responses.objects import (
     usage_of,
 )
 from proxy.doors.responses.tools import ClientTool, ToolNames
-from proxy.reasoning.blocks import Json, Turn, blocks_for_context, join_reasoning
+from proxy.reasoning.blocks import (
+    Json,
+    Part,
+    TextPart,
+    ThinkingBlock,
+    ToolCall,
+    Turn,
+    blocks_for_context,
+    join_reasoning,
+)
 from proxy.reasoning.calls import CallSlots, arguments_text
 from proxy.reasoning.channels import LEGACY_CALL, NormalizeOptions, visible_tokens
 from proxy.reasoning.native import DetailsMerger
@@ -217,7 +226,7 @@ class ResponsesEncoder:
         self._finish = choice.get("finish_reason")
         self._model = completion.get("model") if isinstance(completion.get("model"), str) else None
         if self.hidden:
-            self._hidden_reasoning([])
+            self._hidden_reasoning([], rest=True)
         else:
             self._whole_reasoning(message)
         # what was being written when the answer stopped short: the tool
@@ -275,7 +284,7 @@ class ResponsesEncoder:
             value = message.get(key)
             if isinstance(value, list) and value:
                 artefacts[key] = value
-        envelope = self._from_turn()
+        envelope = self._from_turn(rest=True)
         if text or artefacts or envelope is not None:
             envelope = envelope or Sealed(text.strip(), artefacts)
             self._output.append(reasoning_item(self._id("rs"), text, self.seal(envelope)))
@@ -418,18 +427,22 @@ class ResponsesEncoder:
             envelope = Sealed(text.strip(), artefacts)
         return reasoning_item(item.id, text, self.seal(envelope))
 
-    def _from_turn(self) -> Sealed | None:
+    def _from_turn(self, *, rest: bool = False) -> Sealed | None:
         """What the envelope of the reasoning since the last one holds, from
-        the turn so far: the text of its new blocks (a differing tagged copy
-        left out), and the upstream's own artefacts as the normalizer merged
-        them (`reasoning_details` items, `thinking_blocks` with signatures).
-        None when there is no turn, or nothing new in it."""
+        the turn so far: the text of its new blocks up to the answer text or
+        tool call that follows them (the turn can be ahead of the events,
+        and a later run of reasoning is an item of its own; `rest`: all of
+        them), a differing tagged copy left out, and the upstream's own
+        artefacts as the normalizer merged them (`reasoning_details` items,
+        `thinking_blocks` with signatures). None when there is no turn, or
+        nothing new in it."""
         turn = self.turn()
         if turn is None:
             return None
         blocks = turn.thinking
         details = turn.reasoning_details or ()
-        new, self._blocks_seen = blocks[self._blocks_seen :], len(blocks)
+        new = blocks[self._blocks_seen :] if rest else _next_run(turn.parts, self._blocks_seen)
+        self._blocks_seen += len(new)
         new_details, self._details_seen = details[self._details_seen :], len(details)
         if not (new or new_details):
             return None
@@ -444,10 +457,11 @@ class ResponsesEncoder:
         text = join_reasoning(blocks_for_context(Turn(parts=tuple(new))))
         return Sealed(text, artefacts)
 
-    def _hidden_reasoning(self, out: list[bytes]) -> None:
+    def _hidden_reasoning(self, out: list[bytes], *, rest: bool = False) -> None:
         """The reasoning the settings keep from the client, from the turn so
-        far: one item with an empty summary, when the client keeps envelopes."""
-        envelope = self._from_turn()
+        far: one item with an empty summary, when the client keeps envelopes
+        (`rest`: at the end, all that is left)."""
+        envelope = self._from_turn(rest=rest)
         if envelope is None or not self.include_encrypted:
             return
         index = self._add()
@@ -608,7 +622,7 @@ class ResponsesEncoder:
             self._closing = "incomplete"
         self._close_visible(out)
         if self.hidden:
-            self._hidden_reasoning(out)
+            self._hidden_reasoning(out, rest=True)
         status = "incomplete" if incomplete else "completed"
         self._finalize(out, status, incomplete=incomplete)
 
@@ -733,6 +747,21 @@ class ResponsesEncoder:
         data = orjson.dumps({"type": kind, "sequence_number": self._seq, **fields})
         self._seq += 1
         out += (b"event: ", kind.encode(), b"\ndata: ", data, b"\n\n")
+
+
+def _next_run(parts: Sequence[Part], seen: int) -> list[ThinkingBlock]:
+    """The thinking blocks after the first `seen` of `parts`, up to the
+    answer text (not whitespace alone) or tool call that follows them."""
+    run: list[ThinkingBlock] = []
+    for part in parts:
+        if type(part) is ThinkingBlock:
+            if seen:
+                seen -= 1
+            else:
+                run.append(part)
+        elif run and (type(part) is ToolCall or (type(part) is TextPart and part.text.strip())):
+            break
+    return run
 
 
 def _call_id(call: Json) -> str | None:

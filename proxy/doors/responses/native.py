@@ -29,7 +29,8 @@ out as the part's last `output_text.delta` when the part ends).
 Everything else passes as the upstream sent it, with `output_index`
 shifted past the items the proxy added and `sequence_number` counted
 afresh. Reasoning the settings keep from the client (include-in-response
-false) loses its summary text, and its summary events are not sent. The
+false) loses its summary and reasoning text, and the events of its summary
+and of its reasoning_text parts are not sent. The
 turn (reasoning, text, tool calls, usage) is built from the output items
 for the store. With route keys to mask, a text delta's tail that could
 begin a key waits for the same text's next delta (`_unheld`), so a key the
@@ -123,6 +124,10 @@ _SUMMARY_EVENTS = frozenset(
         "response.reasoning_text.done",
     }
 )
+# a reasoning item's content parts (reasoning_text, as gpt-oss and vLLM
+# stream it) begin and end with the events a message's parts use
+_PART_EVENTS = frozenset({"response.content_part.added", "response.content_part.done"})
+_REASONING_PART = "reasoning_text"
 
 
 # -- the request ------------------------------------------------------------------------
@@ -514,6 +519,8 @@ class NativeResponses:
                 return
         elif kind in _SUMMARY_EVENTS and self.hidden:
             return
+        elif kind in _PART_EVENTS and self.hidden and _part_type(event) == _REASONING_PART:
+            return  # (its `done` holds the whole text)
         elif kind == "response.output_item.done" and item is not None:
             self._open.pop(str(item.get("id")), None)
             event["item"] = self._keep(self._index(event), item)
@@ -843,6 +850,12 @@ def _text_delta(m: _Message, event: Json) -> Json:
         "content_index": m.part,
         "logprobs": [],
     }
+
+
+def _part_type(event: Json) -> Any:
+    """The type of the content part a `content_part` event carries."""
+    part = event.get("part")
+    return part.get("type") if isinstance(part, dict) else None
 
 
 def _content_index(event: Json) -> int:
