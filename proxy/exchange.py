@@ -420,6 +420,14 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise BadRequest(
+                f"The request body is not UTF-8 (an invalid byte at offset {bad.start}): "
+                "JSON is UTF-8, whatever charset the Content-Type names.",
+                code="invalid_json",
+            ) from None
         raise BadRequest(
             f"The request body is not valid JSON: {exc.msg} "
             f"(line {exc.lineno}, column {exc.colno}).",
