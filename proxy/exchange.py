@@ -55,7 +55,6 @@ from proxy.settings import (
     request_profile,
     resolve,
 )
-from proxy.stores.base import StoreFailure
 from proxy.tokenizer import LONG_TEXT
 from proxy.upstream import hop_by_hop
 
@@ -286,11 +285,9 @@ class Planner:
         profiles = self.rt.config.profiles
         if name in profiles:
             return dict(profiles[name])
-        try:
+        # a store that does not answer is a 503: its profile may well exist
+        with self.rt.health.errors("profile"):
             stored = await self.rt.store.get_profile(name)
-        except StoreFailure as exc:
-            self.rt.health.failed("profile", exc)
-            stored = None
         if stored is None:
             raise UnknownProfile(
                 f"{PROFILE_HEADER} names no profile of this proxy.", param=PROFILE_HEADER
