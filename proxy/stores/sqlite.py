@@ -15,7 +15,10 @@ loop. Each write is one `BEGIN IMMEDIATE` transaction, so concurrent writers
 (other workers) queue on the lock for up to `busy_timeout` instead of failing
 half-way. Every sqlite3 or OS error (read-only file, disk full, locked,
 unopenable path) is raised as StoreFailure; a connection that could not be
-opened is tried again on the next call.
+opened is tried again on the next call. A file deleted or replaced (renamed
+over) while open is noticed on the next call: the connection would go on
+writing to a file no later start can find, so the path is opened again
+(made anew when missing), and a warning says so.
 
 Tables: `conversations` (one row per conversation key: how many turns were
 ever appended, last update, model), `turns` (the serialized records),
@@ -44,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import os
 import sqlite3
 import time
@@ -69,6 +73,8 @@ from proxy.stores.base import (
 
 T = TypeVar("T")
 
+log = logging.getLogger("proxy")
+
 SCHEMA_VERSION = 2
 # Milliseconds a write waits for another process's lock before failing; below
 # the runtime's per-call timeout, so a stuck writer shows up as StoreFailure.
@@ -77,6 +83,11 @@ BUSY_TIMEOUT_MS = 2000
 PROBE_BYTES = 4096
 # Expired conversations are deleted by a sweep at most this often (seconds).
 SWEEP_INTERVAL = 60.0
+REOPENED_WARNING = (
+    "the SQLite store %s is no longer the file the proxy opened (deleted, or replaced by "
+    "another): opening it again, made anew if it is missing; what only the old file held "
+    "is gone"
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -235,6 +246,15 @@ def _schema_columns() -> dict[str, tuple[str, ...]]:
         db.close()
 
 
+def _identity(path: str) -> tuple[int, int] | None:
+    """The device and inode of the file at `path`, None when there is none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return (found.st_dev, found.st_ino)
+
+
 def _read_only(exc: BaseException) -> bool:
     """SQLite refused a write to a file it may only read."""
     return str(getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_READONLY")
@@ -270,6 +290,7 @@ class SQLiteStore:
         self._busy_timeout_ms = busy_timeout_ms
         self._clock = clock
         self._conn: sqlite3.Connection | None = None  # used on the store thread only
+        self._file: tuple[int, int] | None = None  # what the path named when _conn opened
         self._thread: ThreadPoolExecutor | None = None
         self._upgrade_pending = False  # an older schema opened read-only
         self._next_sweep = 0.0
@@ -613,9 +634,13 @@ class SQLiteStore:
         return await self._call(what, transaction)
 
     def _connection(self) -> sqlite3.Connection:
-        """The thread's connection, opened (and the schema created) on first use."""
+        """The thread's connection, opened (and the schema created) on first
+        use, and again when the path no longer names the file it opened."""
         if self._conn is not None:
-            return self._conn
+            if self._file is None or _identity(self.path) == self._file:
+                return self._conn
+            log.warning(REOPENED_WARNING, self.path)
+            self._disconnect()
         # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE)
         db = sqlite3.connect(self.path, isolation_level=None, timeout=self._busy_timeout_ms / 1000)
         try:
@@ -639,6 +664,7 @@ class SQLiteStore:
             db.close()
             raise
         self._conn = db
+        self._file = None if self.path == ":memory:" else _identity(self.path)
         return db
 
     def _upgrade(self, db: sqlite3.Connection) -> None:
