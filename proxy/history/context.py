@@ -4,9 +4,10 @@ Effective tokens are counted on the messages as they will be sent (after
 strip/include); raw tokens are the same request with every known reasoning
 included. When the route sets `context_limit` and the effective count passes
 `compression_threshold x context_limit`, the strip policy is tightened
-(`none` -> `allButLast` -> `all`) until the request fits or nothing is left
-to strip. The count follows OpenAI's chat accounting: each message costs its
-texts plus a few tokens of framing, and each image part a fixed figure.
+(`none` -> `allButLast` -> `all`) until the request fits or no reasoning is
+left to strip; a request that sends none is not compressed. The count
+follows OpenAI's chat accounting: each message costs its texts plus a few
+tokens of framing, and each image part a fixed figure.
 """
 
 from __future__ import annotations
@@ -176,7 +177,9 @@ def plan_egress(
     compressed: StripPolicy | None = None
     if context_limit and include:
         budget = threshold * context_limit
-        while effective > budget:
+        # a request that sends no reasoning has none to take out: it goes as
+        # it is, and nothing says it was compressed
+        while effective > budget and any(s is not None for s in result.sent):
             tighter = tighter_policy(policy)
             if tighter is None:
                 break

@@ -250,7 +250,7 @@ def join_reasoning(blocks: Iterable[ThinkingBlock], separator: str = "\n\n") -> 
 
 
 def estimate_tokens_chars(text: str) -> int:
-    """The conservative fallback estimate: ceil(characters / 4)."""
+    """The fallback estimate: ceil(characters / 4) (`proxy.tokenizer` says how near it is)."""
     return math.ceil(len(text) / 4)
 
 
