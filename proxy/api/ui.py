@@ -26,6 +26,20 @@ from proxy.live import LiveFeed, Subscription
 from proxy.runtime import Runtime
 
 KEEPALIVE_SECONDS = 15.0  # below the idle timeouts of common reverse proxies (often 60 s)
+# seconds past the longest upstream idle timeout after which a live turn with
+# no event has ended unheard (its replica died: no turn_end will come)
+STALE_MARGIN_SECONDS = 5.0
+
+
+def stale_after(rt: Runtime) -> float:
+    """How long a live turn may go without an event before the page takes it
+    for ended: a proxy alive ends a stream that long idle itself (its
+    `turn_end` says so); one that died mid-stream (another replica's, whose
+    events come over Redis) sends nothing more."""
+    idle = max((route.idle_timeout for route in rt.config.routes), default=0.0)
+    return idle + STALE_MARGIN_SECONDS
+
+
 MAX_BATCH = 256  # events written to the client in one send
 
 STATIC_TYPES = {
@@ -69,10 +83,13 @@ class LiveEvents(Response):
     between keep-alives.
     """
 
-    def __init__(self, feed: LiveFeed, tenant: str | None, keepalive: float) -> None:
+    def __init__(
+        self, feed: LiveFeed, tenant: str | None, keepalive: float, stale_after: float
+    ) -> None:
         self.feed = feed
         self.tenant = tenant
         self.keepalive = keepalive
+        self.stale_after = stale_after
         self.status_code = 200
         self.background = None
         self.raw_headers = [
@@ -85,7 +102,11 @@ class LiveEvents(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         with self.feed.subscribe(self.tenant) as sub:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            hello = {"type": "hello", "scope": "all" if self.tenant is None else "tenant"}
+            hello = {
+                "type": "hello",
+                "scope": "all" if self.tenant is None else "tenant",
+                "staleAfter": self.stale_after,
+            }
             await send(
                 {
                     "type": "http.response.body",
@@ -141,7 +162,7 @@ def ui_router(rt: Runtime, *, keepalive: float = KEEPALIVE_SECONDS) -> APIRouter
 
     @router.get("/ui/events")
     async def events(request: Request) -> Response:
-        return LiveEvents(rt.live, caller_tenant(rt, request), keepalive)
+        return LiveEvents(rt.live, caller_tenant(rt, request), keepalive, stale_after(rt))
 
     @router.get("/ui/{name}")
     def asset(name: str) -> Response:

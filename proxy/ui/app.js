@@ -18,6 +18,7 @@
   const PREVIEW_CHARS = 40;
   const NO_ANSWER = 'Model provided reasoning but no response.';
   const MAX_RETRY_MS = 10000;
+  const STALE_CHECK_MS = 2000; // how often live turns are looked at for staleness
   const MAX_UNSTORED_TURNS = 100; // finished turns the store did not keep, shown from the feed
 
   const $ = (id) => document.getElementById(id);
@@ -26,6 +27,7 @@
   const state = {
     key: readStorage(sessionStorage, KEY_STORAGE),
     scope: null, // 'all' (admin token) or 'tenant', from the feed's hello
+    staleAfter: 0, // seconds a live turn may go without an event (the hello says; 0: forever)
     conversations: new Map(), // ref -> conversation entry
     hasMore: false, // the list left older conversations out
     listed: false, // the list was read: only then can it say there are none
@@ -480,6 +482,7 @@
       done: false,
       persisted: true,
       endSeq: 0,
+      seen: Date.now(), // its last event (forgetStale)
     };
     turn.badge = el('span', { class: 'badge live' }, 'streaming');
     turn.head = el(
@@ -586,6 +589,23 @@
       state.live.delete(id);
       turn.el.remove();
     }
+  }
+
+  async function forgetStale() {
+    // A turn whose replica died mid-stream (its events came over Redis) has
+    // no turn_end coming: past the longest upstream idle timeout (a live
+    // proxy ends a stream that idle itself) it is taken for ended, and the
+    // store says how. One still running comes back with its next event.
+    if (!state.staleAfter) return;
+    const before = Date.now() - state.staleAfter * 1000;
+    let forgot = false;
+    for (const [id, turn] of state.live) {
+      if (turn.done || turn.seen > before) continue;
+      state.live.delete(id);
+      turn.el.remove();
+      forgot = true;
+    }
+    if (forgot) await refresh();
   }
 
   function forgetOldUnstored() {
@@ -925,6 +945,7 @@
     if (event.type === 'hello') {
       const first = state.scope === null;
       state.scope = event.scope;
+      state.staleAfter = typeof event.staleAfter === 'number' ? event.staleAfter : 0;
       state.retry = 0;
       setStatus('live', 'live');
       $('scope').textContent = event.scope === 'all' ? 'every tenant (admin)' : tenantScope();
@@ -953,6 +974,7 @@
       state.live.set(turn.id, turn);
       await onTurnStart(turn, event);
     }
+    turn.seen = Date.now();
     if (event.type === 'delta') {
       const shown = owns(shownEntry(), turn);
       if (shown) keepScroll(() => liveDelta(turn, event.kind, event.text || ''));
@@ -1117,6 +1139,7 @@
       const toggle = event.target.closest('[data-ai-reasoning-toggle]');
       if (toggle) onToggle(toggle);
     });
+    setInterval(forgetStale, STALE_CHECK_MS);
     restart();
   }
 

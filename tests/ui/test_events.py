@@ -117,10 +117,13 @@ def test_each_caller_sees_only_its_own_tenants_turns(
             await asyncio.gather(*tasks, return_exceptions=True)
 
     asyncio.run(scenario())
-    assert seen["admin"][0] == {"type": "hello", "scope": "all"}
-    assert seen["alice"][0] == {"type": "hello", "scope": "tenant"}
-    assert seen["bob"] == [{"type": "hello", "scope": "tenant"}]
-    assert seen["anon"] == [{"type": "hello", "scope": "tenant"}]
+    # the hello: the caller's scope, and how long a silent live turn may last
+    # (the default upstream idle timeout, 300 s, plus 5)
+    stale = 305.0
+    assert seen["admin"][0] == {"type": "hello", "scope": "all", "staleAfter": stale}
+    assert seen["alice"][0] == {"type": "hello", "scope": "tenant", "staleAfter": stale}
+    assert seen["bob"] == [{"type": "hello", "scope": "tenant", "staleAfter": stale}]
+    assert seen["anon"] == [{"type": "hello", "scope": "tenant", "staleAfter": stale}]
     alice = seen["alice"][1:]
     assert [e["type"] for e in alice] == ["turn_start", "delta", "delta", "turn_end"]
     # the admin sees the same events, each naming its tenant (alice's own feed does not)
@@ -144,7 +147,9 @@ def test_leaving_ends_the_subscription_at_once(proxy: ProxyServer) -> None:
     with httpx.stream("GET", proxy.base + "/ui/events", timeout=5) as response:
         # keep the iterator: dropping it closes the connection at once
         chunks = response.iter_text()
-        assert _data_events(next(chunks)) == [{"type": "hello", "scope": "tenant"}]
+        assert [(e["type"], e["scope"]) for e in _data_events(next(chunks))] == [
+            ("hello", "tenant")
+        ]
         assert feed.active
     deadline = time.monotonic() + 3
     while feed.active and time.monotonic() < deadline:
