@@ -327,7 +327,10 @@ class Door(TracedEndpoint):
                 trace.upstream_error = "status"
                 trace.fields["error"] = "upstream_error_event"
                 status, body = upstream_error_body(error)
-                headers = [("content-type", "application/json")]
+                # its headers go on with it (`X-Request-Id`, `Retry-After`),
+                # as with a stream's first error event
+                headers = [(k, v) for k, v in headers if k.lower() != "content-type"]
+                headers.insert(0, ("content-type", "application/json"))
             else:
                 changed, turn = normalize_completion(payload, options)
                 if turn is not None:

@@ -204,8 +204,8 @@ def stream_as_completion(body: bytes, max_line_bytes: int) -> Json | None:
     items, each choice's `logprobs` token lists joined, the last finish_reason and usage. A
     stream that says it failed (an error object or `event: error`, anywhere)
     gives `{"error": ...}`, and so does one that stops before its end (no
-    [DONE] and no finish_reason): half an answer is not an answer. One
-    without a chunk (or not a stream at all) gives None.
+    [DONE], and a choice without its finish_reason): half an answer is not
+    an answer. One without a chunk (or not a stream at all) gives None.
     SSELineTooLong: a line over `max_line_bytes`."""
     decoder = SSEDecoder(max_line_bytes)
     events = [*decoder.feed(body), *decoder.flush()]
@@ -250,10 +250,11 @@ def stream_as_completion(body: bytes, max_line_bytes: int) -> Json | None:
             state.add_logprobs(choice.get("logprobs"))
             if choice.get("finish_reason") is not None:
                 state.finish_reason = choice["finish_reason"]
-                ended = True
     if not choices and usage is None:
         return None
-    if not ended:
+    # without [DONE], a finish_reason on every choice (`n` > 1: one choice's
+    # end is not the others')
+    if not ended and not (choices and all(c.finish_reason is not None for c in choices.values())):
         return {"error": CLOSED}
     completion: Json = {**envelope, "object": "chat.completion"}
     completion["choices"] = [state.whole(index) for index, state in choices.items()]

@@ -22,9 +22,9 @@ an `event: error`), it is kept in `first_error`, so the caller can still
 answer with a real HTTP status instead of a 200 and an error event.
 
 Stream states: OPEN until `[DONE]` (DONE) or a failure (FAILED): a malformed
-event, an over-long line, a close before any `finish_reason`, an abort. After
-DONE or FAILED, input is ignored. A failure sends one error event and no
-`[DONE]`; the turn is then incomplete.
+event, an over-long line, a close while a choice has no `finish_reason`, an
+abort. After DONE or FAILED, input is ignored. A failure sends one error
+event and no `[DONE]`; the turn is then incomplete.
 """
 
 from __future__ import annotations
@@ -216,8 +216,10 @@ class StreamNormalizer:
 
     @property
     def finished(self) -> bool:
-        """A finish_reason (or [DONE]) was seen: the answer is complete."""
-        return self.state == DONE or any(c.finished for c in self._choices.values())
+        """[DONE], or a finish_reason on every choice begun (`n` > 1: one
+        choice's end is not the others'): the answer is complete."""
+        choices = self._choices.values()
+        return self.state == DONE or (bool(choices) and all(c.finished for c in choices))
 
     def feed(self, data: bytes) -> bytes:
         if self.state != OPEN:
