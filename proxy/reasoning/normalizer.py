@@ -42,6 +42,7 @@ from proxy.reasoning.channels import (
     NormalizeOptions,
     V,
     in_order,
+    visible_tokens,
 )
 from proxy.reasoning.shapes import Shape, learn
 from proxy.reasoning.sse import (
@@ -170,6 +171,7 @@ class StreamNormalizer:
         "_envelope",
         "_failure",
         "_fast",
+        "_hides_tags",
         "_include",
         "_learning",
         "_options",
@@ -188,6 +190,9 @@ class StreamNormalizer:
         self._include = self._options.include
         # the quick path and the learned shapes write the default shape only
         self._fast = self._options.default_shape
+        # answer text that turns out reasoning takes its logprobs tokens along
+        # (not where the client asked for the reasoning in `content`)
+        self._hides_tags = self._options.output != "think_tags"
         self._decoder = SSEDecoder(self._options.max_line_bytes)
         self._choices: dict[Any, ChoiceSeparator] = {}
         self._envelope: Json = {}
@@ -546,6 +551,7 @@ class StreamNormalizer:
                             self.tap.delta(index, delta)
                         if handled == UNCHANGED:
                             return None
+                        hide_tokens(choice)  # its text went to the reasoning
                         return b"data: " + orjson.dumps(obj) + b"\n\n"
         if not self._envelope:
             self._envelope = {k: obj[k] for k in ("id", "object", "created", "model") if k in obj}
@@ -587,7 +593,10 @@ class StreamNormalizer:
                     continue
                 segments, source = state.separate(delta, True)
             else:
+                content = delta.get("content")
                 segments, source = state.separate(delta, finish is not None)
+                if content and self._hides_tags and not any(k == V for k, _ in segments):
+                    changed = hide_tokens(choice) or changed
             final = finish is not None
             if self._include and len(choices) == 1 and not in_order(segments):
                 split = self._split(obj, choice, delta, segments, source, state, final)
@@ -707,6 +716,34 @@ def _cut_short(event: bytes | SSEEvent | SSEComment) -> bool:
     return False
 
 
+def hide_tokens(choice: Json) -> bool:
+    """A streamed chunk whose `content` went to the reasoning (or nowhere)
+    tells no token of the answer: its `logprobs.content` tokens were the
+    reasoning's and its tags'. True when some were taken out."""
+    logprobs = choice.get("logprobs")
+    if type(logprobs) is not dict or not logprobs.get("content"):
+        return False
+    logprobs["content"] = []
+    return True
+
+
+def visible_logprobs(choice: Json, options: NormalizeOptions, native: bool) -> bool:
+    """A whole answer whose `content` held tags: its `logprobs.content` keeps
+    the tokens of the visible text only (`visible_tokens`). True when some
+    were taken out."""
+    logprobs = choice.get("logprobs")
+    tokens = logprobs.get("content") if type(logprobs) is dict else None
+    if type(tokens) is not list or not all(
+        type(t) is dict and type(t.get("token")) is str for t in tokens
+    ):
+        return False
+    kept = visible_tokens(tokens, options, native)
+    if len(kept) == len(tokens):
+        return False
+    logprobs["content"] = kept  # type: ignore[index]
+    return True
+
+
 def normalize_completion(
     body: Json, options: NormalizeOptions | None = None
 ) -> tuple[bool, Turn | None]:
@@ -728,6 +765,8 @@ def normalize_completion(
         segments, source = state.separate(message, True, delta=False)
         if state.write(message, segments, source, True) or state.rewrote:
             changed = True
+        if state.splitter.delimiters and options.output != "think_tags":
+            changed = visible_logprobs(choice, options, state.native) or changed
         if first is None:
             first = state
             finish = choice.get("finish_reason")
