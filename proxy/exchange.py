@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hmac
-from collections.abc import Awaitable, Callable, Sequence
+import re
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 
@@ -331,43 +334,79 @@ ADMIN_NOT_FORWARDED = (
 )
 
 
-def credential_forms(value: str) -> list[str]:
-    """What an upstream may take for the credential a header or query value
-    carries: the value, each item of a comma-separated list, and what follows
-    its scheme (`Bearer <key>`, any scheme; both halves of a `Basic`
-    user:password), whitespace at either end aside."""
+# what separates a credential from the text around it in a header or query
+# value: a list's commas, the space after a scheme, an auth-param's `=` and
+# quotes (`Token token="<key>"`), a cookie's `;`, a Basic pair's `:`
+CREDENTIAL_SEPARATORS = " \t\v\f\xa0,;:=\"'"
+# a value is read as written and percent-decoded up to this many times (an
+# upstream decodes a cookie or a query parameter, some more than once)
+TOKEN_DECODINGS = 3
+
+
+def credential_forms(value: str, token: str) -> list[str]:
+    """What an upstream may take for a credential in a header or query
+    value: each word of it (split at `CREDENTIAL_SEPARATORS`, but for those
+    `token` holds itself), as written and percent-decoded, and the words of
+    a word that decodes as base64 (both halves of a `Basic` user:password)."""
+    pattern = _word_separators(token)
+    texts = [value]
+    for _ in range(TOKEN_DECODINGS):
+        decoded = unquote(texts[-1])
+        if decoded == texts[-1]:
+            break
+        texts.append(decoded)
     forms = []
-    for item in {value, *value.split(",")}:
-        item = item.strip()
-        forms.append(item)
-        scheme, *after = item.split(None, 1) or [""]
-        rest = after[0].strip() if after else ""
-        if rest:
-            forms.append(rest)
-        if rest and scheme.lower() == "basic":
-            try:
-                pair = base64.b64decode(rest, validate=True).decode()
-            except (binascii.Error, UnicodeDecodeError):
-                continue
-            forms.extend(pair.split(":", 1))
+    for text in texts:
+        for word in pattern.split(text):
+            forms.append(word)
+            pair = _base64_text(word) if len(word) > len(token) else None
+            if pair is not None:
+                forms.extend(pattern.split(pair))
     return forms
 
 
-def holds_token(name: str, value: str, token: str) -> bool:
-    """The credential header `name` (a query parameter: "") carries `token`
-    itself (`credential_forms`; a Cookie: as one of its cookies' values), not
-    merely inside a longer key. Compared in constant time."""
-    if not token:
+@functools.lru_cache(maxsize=8)
+def _word_separators(token: str) -> re.Pattern[str]:
+    """The separators of `credential_forms` that `token` does not hold itself."""
+    separators = "".join(c for c in CREDENTIAL_SEPARATORS if c not in token)
+    return re.compile(f"[{re.escape(separators)}]+" if separators else "(?!)")
+
+
+def _base64_text(word: str) -> str | None:
+    """The text `word` is the base64 (standard or URL-safe, padded or not) of, or None."""
+    if len(word) < 4:
+        return None
+    padded = word + "=" * (-len(word) % 4)
+    for altchars in (None, b"-_"):
+        try:
+            return base64.b64decode(padded, altchars=altchars, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            continue
+    return None
+
+
+def holds_token(value: str, token: str) -> bool:
+    """A header or query value carries `token` itself as one of its
+    `credential_forms`, not merely inside a longer key. Compared in
+    constant time."""
+    if not token or len(value) < len(token):
+        # every form is at most as long as the value (decoding only shortens)
         return False
-    values = (
-        [c.partition("=")[2].strip().strip('"') for c in value.split(";")]
-        if name == "cookie"
-        else [value]
-    )
     secret = token.encode()
-    forms = [form.encode() for v in values for form in credential_forms(v)]
+    forms = [form.encode() for form in credential_forms(value, token)]
     # every form compared, so the time does not say which one matched
     return sum(hmac.compare_digest(form, secret) for form in forms) > 0
+
+
+def refuse_admin_token(headers: Iterable[tuple[str, str]], admin: Secret | None) -> None:
+    """A 403 when any of the headers about to go upstream, whatever its
+    name, carries the `admin` token (`holds_token`): an upstream may read
+    any header as a credential (`Ocp-Apim-Subscription-Key`, `X-Auth-Token`)."""
+    if admin is None:
+        return
+    token = admin.get()
+    if any(holds_token(value, token) for _, value in headers):
+        raise Forbidden(ADMIN_NOT_FORWARDED, code="admin_token_not_forwarded")
 
 
 def upstream_headers(
@@ -379,9 +418,9 @@ def upstream_headers(
     credential headers go), and the route's own headers are added, each in
     place of the client's header of that name. `json`:
     the proxy writes the body (its content type is JSON whatever the client
-    said, with no Content-Encoding: `BODY_HEADERS`). A client credential that
-    is the `admin` token (`holds_token`) is refused (403) where it would go
-    upstream."""
+    said, with no Content-Encoding: `BODY_HEADERS`). A client header that
+    carries the `admin` token (`refuse_admin_token`) is refused (403) where
+    it would go upstream."""
     keyed = route.keyed
     drop = hop_by_hop(headers)
     # one pass: the client's own content type and encoding go too where the
@@ -395,10 +434,7 @@ def upstream_headers(
         and k not in route.header_names
         and not (json and k in BODY_HEADERS)
     ]
-    if admin is not None and not keyed:
-        token = admin.get()
-        if any(k in CREDENTIAL_HEADERS and holds_token(k, v, token) for k, v in out):
-            raise Forbidden(ADMIN_NOT_FORWARDED, code="admin_token_not_forwarded")
+    refuse_admin_token(out, admin)
     if json:
         out.append(("content-type", "application/json"))
     if route.api_key is not None:

@@ -207,7 +207,7 @@ class MessagesEndpoint(Door):
         if not counting:
             count_restored(self.rt.metrics, NATIVE_DIALECT, turns.values())
         ex.stream = ex.payload.get("stream") is True
-        ex.upstream_headers = native_headers(original, ex.route)
+        ex.upstream_headers = native_headers(original, ex.route, self.rt.config.admin_token)
         # what the chat planning said about a chat dialect does not apply
         kept = [(k, v) for k, v in ex.extra_headers if k in NATIVE_EXTRA]
         ex.extra_headers = [

@@ -11,8 +11,8 @@ and (Anthropic) body.
 
 from __future__ import annotations
 
-from proxy.config import CREDENTIAL_HEADERS, Route
-from proxy.exchange import BODY_HEADERS, OWN_HEADERS
+from proxy.config import CREDENTIAL_HEADERS, Route, Secret
+from proxy.exchange import BODY_HEADERS, OWN_HEADERS, refuse_admin_token
 from proxy.upstream import (
     strip_hop_by_hop,
 )
@@ -20,12 +20,15 @@ from proxy.upstream import (
 ANTHROPIC_VERSION = "2023-06-01"  # sent when the client names none
 
 
-def native_headers(headers: list[tuple[str, str]], route: Route) -> list[tuple[str, str]]:
+def native_headers(
+    headers: list[tuple[str, str]], route: Route, admin: Secret | None = None
+) -> list[tuple[str, str]]:
     """The client's headers for a Messages upstream: its credential as it
     came (`x-api-key` or `Authorization`) unless the route has its own key
     (then that key alone: `x-api-key: <api_key>`, or the credential in its
     `headers:`), `anthropic-*` headers kept, the body's own (`BODY_HEADERS`)
-    not; the route's own headers in place of the client's of the same name."""
+    not; the route's own headers in place of the client's of the same name.
+    One that carries the `admin` token is a 403 (`refuse_admin_token`)."""
     out = [
         (k, v)
         for k, v in strip_hop_by_hop(headers)
@@ -34,6 +37,7 @@ def native_headers(headers: list[tuple[str, str]], route: Route) -> list[tuple[s
     out.append(("content-type", "application/json"))
     if route.keyed:
         out = [(k, v) for k, v in out if k not in CREDENTIAL_HEADERS]
+    refuse_admin_token(out, admin)
     if route.api_key is not None:
         out.append(("x-api-key", route.api_key.get()))
     if "anthropic-version" not in route.header_names and not any(

@@ -138,8 +138,8 @@ class PassthroughEndpoint(TracedEndpoint):
         out = upstream_headers(headers, route, json=False, admin=admin)
         if route.keyed:  # the route's key alone: none of the client's goes
             suffix = without_query_credentials(suffix)
-        elif admin is not None and _in_query(admin.get(), suffix):
-            # a key in the query goes upstream as it came: never the admin token
+        if admin is not None and _in_query(admin.get(), suffix):
+            # the rest of the query goes upstream as it came: never the admin token
             raise Forbidden(ADMIN_NOT_FORWARDED, code="admin_token_not_forwarded")
         return suffix, out
 
@@ -315,7 +315,7 @@ def _in_query(token: str, suffix: str) -> bool:
     separates parameters too, as some servers read it)."""
     query = suffix.partition("?")[2]
     pieces = re.split("[&;]", query) if query else []
-    return any(holds_token("", unquote_plus(p.partition("=")[2]), token) for p in pieces)
+    return any(holds_token(unquote_plus(p.partition("=")[2]), token) for p in pieces)
 
 
 def path_model(suffix: str) -> str | None:
