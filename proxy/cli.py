@@ -130,7 +130,12 @@ def resolve_serve_config(args: argparse.Namespace, env: dict[str, str] | None = 
     path = args.config or env.get(ENV_CONFIG)
     upstream = args.upstream or env.get(ENV_UPSTREAM)
     if path and upstream:
-        raise ConfigError("give a config file or an upstream URL, not both")
+        raise ConfigError(
+            _both(
+                "--config" if args.config else ENV_CONFIG,
+                "--upstream" if args.upstream else ENV_UPSTREAM,
+            )
+        )
     dialect = getattr(args, "dialect", None)
     if path and dialect:
         raise ConfigError("--dialect goes with --upstream; a config file sets dialect: per route")
@@ -150,6 +155,19 @@ def resolve_serve_config(args: argparse.Namespace, env: dict[str, str] | None = 
             f"(or set {ENV_UPSTREAM} / {ENV_CONFIG})"
         )
     return with_overrides(config, **_overrides(args, env))
+
+
+def _both(config_from: str, upstream_from: str) -> str:
+    """The refusal of a config file beside an upstream URL, naming where
+    each came from (a variable exported long ago reads like nothing given)."""
+    variables = [
+        name for name in (config_from, upstream_from) if name in (ENV_CONFIG, ENV_UPSTREAM)
+    ]
+    fix = f"unset {variables[0]}" if len(variables) == 1 else "give only one"
+    return (
+        f"{config_from} and {upstream_from} both say what to proxy to: a config file "
+        f"or one upstream URL, not both ({fix})"
+    )
 
 
 def _overrides(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
@@ -289,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             path = args.file or os.environ.get(ENV_CONFIG)
             if not path:
                 raise ConfigError(f"check-config: name a config file, or set {ENV_CONFIG}")
+            if os.environ.get(ENV_UPSTREAM):  # `serve` refuses the file beside it
+                raise ConfigError(_both(args.file or ENV_CONFIG, ENV_UPSTREAM))
             config = with_overrides(load_serve_config(path), store_url=os.environ.get(ENV_STORE))
             from proxy.upstream import check_client
 

@@ -28,6 +28,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from proxy.dialects import (
     DEFAULT_DIALECT,
@@ -56,6 +57,9 @@ FLAG_TRUE = frozenset(("1", "true", "yes", "on", "t", "y"))
 FLAG_FALSE = frozenset(("", "0", "false", "no", "off", "f", "n"))
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# a `${` that _VAR does not take (a shell's `${VAR:?message}`, `${VAR-default}`,
+# an unclosed `${VAR`): refused, never kept as text (a route key of that text)
+_OTHER_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)?")
 
 # what carries a caller's credential: a client's never goes to a route with
 # its own key, and a route that sets one in `headers:` has its own key
@@ -270,6 +274,18 @@ class ServerModel(_Model):
     # or always once names are listed; "*": any (see proxy/hosts.py)
     allowed_hosts: list[str] = Field(default_factory=list)
 
+    @field_validator("host")
+    @classmethod
+    def _listen_host(cls, value: str) -> str:
+        # an empty host binds every interface: never by accident (an unset
+        # `--host "$HOST"` or `host: ${HOST:-}`), only as 0.0.0.0 or ::
+        if not valid_host(value):
+            raise ValueError(
+                "must be an IP address or a host name (0.0.0.0 or :: listens on every "
+                "interface, 127.0.0.1 on this machine only)"
+            )
+        return value
+
     @field_validator("admin_token")
     @classmethod
     def _admin_token_sendable(cls, value: SecretStr | None) -> SecretStr | None:
@@ -433,6 +449,13 @@ def expand_env(value: Any, env: Mapping[str, str], where: str = "") -> Any:
                 f"(${{{name}:-default}} gives a default)"
             )
 
+        other = _OTHER_VAR.search(_VAR.sub(lambda m: m.group(2) or "", value))
+        if other is not None:
+            name = other.group(1) or "VAR"
+            raise ConfigError(
+                f"{where or 'config'}: ${{{name}...}} is not expanded: only ${{{name}}} and "
+                f"${{{name}:-default}} are, and not inside a default"
+            )
         return _VAR.sub(sub, value)
     if isinstance(value, dict):
         return {
@@ -449,19 +472,24 @@ _ALTERNATIVES = frozenset(("str", "TagPairModel", "TagPresetModel"))
 _UNION_SAYS = {"tags": "must be a tag name, an {open, close} pair or a {preset} mapping"}
 
 
+def _message(err: ErrorDetails) -> str:
+    """One validation error in the file's (or the flag's) own words."""
+    if err["type"] == "extra_forbidden":
+        return "unknown key"
+    if err["type"] == "value_error":
+        # pydantic's "Value error, " before the validator's own words
+        return str(err.get("ctx", {}).get("error", err["msg"]))
+    if err["type"] == "model_type":
+        return "must be a mapping (key: value)"
+    return err["msg"]
+
+
 def _format_errors(exc: ValidationError, source: str) -> str:
     lines = [f"{source}: invalid configuration"]
     for err in exc.errors():
         where = ""
         key = ""  # the last key named before an index
-        message = err["msg"]
-        if err["type"] == "extra_forbidden":
-            message = "unknown key"
-        elif err["type"] == "value_error":
-            # pydantic's "Value error, " before the validator's own words
-            message = str(err.get("ctx", {}).get("error", message))
-        elif err["type"] == "model_type":
-            message = "must be a mapping (key: value)"
+        message = _message(err)
         for part in err["loc"]:
             if isinstance(part, str) and part in _ALTERNATIVES:
                 message = _UNION_SAYS.get(key, "not one of the forms allowed here")
@@ -755,7 +783,7 @@ def with_overrides(config: Config, **server: Any) -> Config:
         checked = ServerModel.model_validate({**config.server.model_dump(), **changes})
     except ValidationError as exc:
         flags = "; ".join(
-            f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}" for err in exc.errors()
+            f"--{str(err['loc'][0]).replace('_', '-')}: {_message(err)}" for err in exc.errors()
         )
         raise ConfigError(flags) from None
     new = replace(config, server=checked)
