@@ -47,15 +47,8 @@ MESSAGE = 'The upstream ended the answer with finish_reason "abort".'
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[FakeUpstream]:
-    server = FakeUpstream().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(upstream: FakeUpstream) -> Iterator[ProxyServer]:
-    with running_proxy(route_config(upstream)) as server:
+def proxy(upstream_server: FakeUpstream) -> Iterator[ProxyServer]:
+    with running_proxy(route_config(upstream_server)) as server:
         yield server
 
 

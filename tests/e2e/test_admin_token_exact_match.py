@@ -25,15 +25,10 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[FakeUpstream]:
-    server = FakeUpstream().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(upstream: FakeUpstream) -> Iterator[ProxyServer]:
-    with running_proxy(route_config(upstream, top={"server": {"admin_token": ADMIN}})) as server:
+def proxy(upstream_server: FakeUpstream) -> Iterator[ProxyServer]:
+    with running_proxy(
+        route_config(upstream_server, top={"server": {"admin_token": ADMIN}})
+    ) as server:
         yield server
 
 

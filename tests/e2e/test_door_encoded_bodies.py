@@ -45,19 +45,23 @@ DOORS = [
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[FakeUpstream]:
-    server = FakeUpstream().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(upstream: FakeUpstream) -> Iterator[ProxyServer]:
+def proxy(upstream_server: FakeUpstream) -> Iterator[ProxyServer]:
+    url = upstream_server.url
     config = {
         "routes": [
-            {"name": "resp", "models": ["resp-*"], "upstream": upstream.url, "api": "responses"},
-            {"name": "anth", "models": ["anth-*"], "upstream": upstream.url, "api": "messages"},
-            {"name": "chat", "models": ["*"], "upstream": upstream.url},
+            {
+                "name": "resp",
+                "models": ["resp-*"],
+                "upstream": url,
+                "api": "responses",
+            },
+            {
+                "name": "anth",
+                "models": ["anth-*"],
+                "upstream": url,
+                "api": "messages",
+            },
+            {"name": "chat", "models": ["*"], "upstream": url},
         ],
         "limits": {"max_body_bytes": 1_000_000},
     }

@@ -21,15 +21,8 @@ CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
 @pytest.fixture(scope="module")
-def upstream() -> Iterator[FakeUpstream]:
-    server = FakeUpstream().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def proxy(upstream: FakeUpstream) -> Iterator[ProxyServer]:
-    config = route_config(upstream, top={"limits": {"max_header_bytes": LIMIT}})
+def proxy(upstream_server: FakeUpstream) -> Iterator[ProxyServer]:
+    config = route_config(upstream_server, top={"limits": {"max_header_bytes": LIMIT}})
     with running_proxy(config) as server:
         yield server
 
