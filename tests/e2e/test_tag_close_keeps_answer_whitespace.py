@@ -57,26 +57,27 @@ SPLITS = {
 }
 
 
-@pytest.mark.parametrize("pieces", list(SPLITS.values()), ids=list(SPLITS))
-def test_the_space_after_a_block_mid_answer_is_kept(
-    upstream: FakeUpstream, pieces: list[str] | None
-) -> None:
-    upstream.script(answer(MID, pieces))
+def ask(upstream: FakeUpstream, stream: bool, conversation: str) -> tuple[str, str, str]:
+    """One question through the real proxy with the `openai` SDK, streamed
+    or not: the answer's content and reasoning as the client got them, and
+    the stored turn's content."""
     with (
         running_proxy(route_config(upstream)) as proxy,
         openai.OpenAI(base_url=proxy.url, api_key="sk-test", max_retries=0) as sdk,
     ):
         messages: Any = [{"role": "user", "content": "Hi"}]
-        conversation = {"X-Conversation-Id": "mid-answer"}
-        if pieces is None:
-            message: Any = sdk.chat.completions.create(
-                model="m", messages=messages, extra_headers=conversation
-            ).choices[0]
-            content, reasoning = message.message.content, message.message.reasoning_content
+        headers = {"X-Conversation-Id": conversation}
+        content = reasoning = ""
+        if not stream:
+            message: Any = (
+                sdk.chat.completions.create(model="m", messages=messages, extra_headers=headers)
+                .choices[0]
+                .message
+            )
+            content, reasoning = message.content, message.reasoning_content
         else:
-            content = reasoning = ""
             with sdk.chat.completions.create(
-                model="m", messages=messages, stream=True, extra_headers=conversation
+                model="m", messages=messages, stream=True, extra_headers=headers
             ) as it:
                 for part in it:
                     for choice in part.choices:
@@ -84,9 +85,19 @@ def test_the_space_after_a_block_mid_answer_is_kept(
                         content += delta.content or ""
                         reasoning += getattr(delta, "reasoning_content", None) or ""
         stored = httpx.get(
-            f"{proxy.url}/conversations/mid-answer", headers={"Authorization": "Bearer sk-test"}
-        ).json()["turns"][0]
-    assert content == stored["content"] == "First part. Second part."
+            f"{proxy.url}/conversations/{conversation}",
+            headers={"Authorization": "Bearer sk-test"},
+        ).json()["turns"][0]["content"]
+    return content, reasoning, stored
+
+
+@pytest.mark.parametrize("pieces", list(SPLITS.values()), ids=list(SPLITS))
+def test_the_space_after_a_block_mid_answer_is_kept(
+    upstream: FakeUpstream, pieces: list[str] | None
+) -> None:
+    upstream.script(answer(MID, pieces))
+    content, reasoning, stored = ask(upstream, pieces is not None, "mid-answer")
+    assert content == stored == "First part. Second part."
     assert reasoning == "Check the second."
 
 
