@@ -457,8 +457,8 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
             body.decode("utf-8")
         except UnicodeDecodeError as bad:
             raise BadRequest(
-                f"The request body is not UTF-8 (an invalid byte at offset {bad.start}): "
-                "JSON is UTF-8, whatever charset the Content-Type names.",
+                "The request body is not valid JSON: it is not UTF-8 (an invalid byte "
+                f"at offset {bad.start}), and JSON is, whatever charset the Content-Type names.",
                 code="invalid_json",
             ) from None
         raise BadRequest(
