@@ -156,7 +156,12 @@ class ParamRule:
     when set, makes this rule yield (parameters that take one of two forms,
     not both). `on` is an off switch's other position: what a client's own
     off switch in the body becomes when a header turns reasoning on (None:
-    the switch has no plain "on", e.g. an effort that doubles as off)."""
+    the switch has no plain "on", e.g. an effort that doubles as off).
+    `alike`: other body paths that tell this upstream the same (another
+    spelling it takes, or a control it takes only instead of this one): a
+    body holding one keeps it and gets nothing for this setting, unless a
+    header set the setting, which removes them, so the upstream never gets
+    two controls that disagree."""
 
     setting: Control
     path: tuple[str, ...]
@@ -165,6 +170,7 @@ class ParamRule:
     unless: Control | None = None
     choices: tuple[str, ...] = ()
     on: Any = None
+    alike: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +244,45 @@ def _off(path: tuple[str, ...], value: Any, on: Any = None) -> ParamRule:
 
 
 _EFFORT = ParamRule("effort", ("reasoning_effort",))
+_GEMINI_BUDGET = ("extra_body", "google", "thinking_config", "thinking_budget")
+_REASONING_EFFORT = (("reasoning_effort",),)
+# an effort, or `thinking` with a budget, not both (Fireworks, LiteLLM)
+_EFFORT_OR_THINKING = (
+    ParamRule(
+        "effort", ("reasoning_effort",), choices=("low", "medium", "high"), alike=(("thinking",),)
+    ),
+    ParamRule(
+        "max_tokens", ("thinking", "type"), "enabled", unless="effort", alike=_REASONING_EFFORT
+    ),
+    ParamRule(
+        "max_tokens", ("thinking", "budget_tokens"), unless="effort", alike=_REASONING_EFFORT
+    ),
+)
 _THINKING_OFF = _off(("thinking", "type"), "disabled", "enabled")
+
+
+def _gemini(off: str) -> tuple[ParamRule, ...]:
+    """Gemini's effort, budget and off effort: `reasoning_effort` or a
+    thinking budget, never both. The budget is written as Google's REST
+    examples write it; the `openai` SDK's `extra_body` sends it at the top."""
+    budgets = (_GEMINI_BUDGET, _GEMINI_BUDGET[1:])
+    return (
+        ParamRule(
+            "effort",
+            ("reasoning_effort",),
+            choices=("minimal", "low", "medium", "high"),
+            alike=budgets,
+        ),
+        ParamRule(
+            "max_tokens",
+            _GEMINI_BUDGET,
+            unless="effort",
+            alike=(("reasoning_effort",), _GEMINI_BUDGET[1:]),
+        ),
+        ParamRule("enabled", ("reasoning_effort",), off, alike=budgets),
+    )
+
+
 _TEMPLATE_ON = ("chat_template_kwargs", "enable_thinking")
 
 DIALECTS: dict[str, Dialect] = {
@@ -309,8 +353,19 @@ DIALECTS: dict[str, Dialect] = {
             auto_include=True,
             multi_vendor=True,
             params=(
-                ParamRule("effort", ("reasoning", "effort")),
-                ParamRule("max_tokens", ("reasoning", "max_tokens"), unless="effort"),
+                # OpenRouter takes chat's `reasoning_effort` too, and an
+                # effort or a budget, not both
+                ParamRule(
+                    "effort",
+                    ("reasoning", "effort"),
+                    alike=(("reasoning_effort",), ("reasoning", "max_tokens")),
+                ),
+                ParamRule(
+                    "max_tokens",
+                    ("reasoning", "max_tokens"),
+                    unless="effort",
+                    alike=(("reasoning", "effort"), ("reasoning_effort",)),
+                ),
                 _off(("reasoning", "enabled"), False, True),
             ),
         ),
@@ -405,29 +460,9 @@ DIALECTS: dict[str, Dialect] = {
                 ("extra_content", "google", "thought_signature"),
                 "skip_thought_signature_validator",
             ),
-            params=(
-                _effort("minimal", "low", "medium", "high"),
-                ParamRule(
-                    "max_tokens",
-                    ("extra_body", "google", "thinking_config", "thinking_budget"),
-                    unless="effort",
-                ),
-                _off(("reasoning_effort",), "minimal"),
-            ),
-            families=(
-                Family(
-                    r"gemini-2\.5-flash",
-                    (
-                        _effort("minimal", "low", "medium", "high"),
-                        ParamRule(
-                            "max_tokens",
-                            ("extra_body", "google", "thinking_config", "thinking_budget"),
-                            unless="effort",
-                        ),
-                        _off(("reasoning_effort",), "none"),
-                    ),
-                ),
-            ),
+            # `reasoning_effort` and a thinking budget are not taken together
+            params=_gemini(off="minimal"),
+            families=(Family(r"gemini-2\.5-flash", _gemini(off="none")),),
         ),
         Dialect(
             "together",
@@ -443,22 +478,14 @@ DIALECTS: dict[str, Dialect] = {
             "reasoning_content",
             auto_include=True,
             multi_vendor=True,
-            params=(
-                _effort("low", "medium", "high"),
-                ParamRule("max_tokens", ("thinking", "type"), "enabled", unless="effort"),
-                ParamRule("max_tokens", ("thinking", "budget_tokens"), unless="effort"),
-            ),
+            params=_EFFORT_OR_THINKING,
         ),
         Dialect(
             "litellm",
             "thinking_blocks",
             auto_include=True,
             multi_vendor=True,
-            params=(
-                _effort("low", "medium", "high"),
-                ParamRule("max_tokens", ("thinking", "type"), "enabled", unless="effort"),
-                ParamRule("max_tokens", ("thinking", "budget_tokens"), unless="effort"),
-            ),
+            params=_EFFORT_OR_THINKING,
         ),
     )
 }
@@ -547,6 +574,7 @@ def _dialect_for(route_dialect: Dialect, source: DialectSource, model: str | Non
 _remembered_dialect_for = functools.lru_cache(maxsize=4096)(_dialect_for)
 
 Param = tuple[str, tuple[str, ...], Any]  # (setting, body path, value)
+Alike = tuple[tuple[str, tuple[str, ...]], ...]  # (setting, body path): `ParamRule.alike`
 # the setting of a Param that turns a client's own off switch back on: it
 # applies only where the body holds that switch and a header enabled reasoning
 SWITCH_ON = "enabled:on"
@@ -554,11 +582,13 @@ SWITCH_ON = "enabled:on"
 
 @dataclass(frozen=True, slots=True)
 class ParamPlan:
-    """The body parameters the settings add, and the settings the upstream
-    cannot honour (nothing was sent for them)."""
+    """The body parameters the settings add, the settings the upstream
+    cannot honour (nothing was sent for them), and the body's other spellings
+    of the settings whose parameters are added (`ParamRule.alike`)."""
 
     params: list[Param]
     ignored: tuple[str, ...] = ()
+    alike: Alike = ()
 
 
 def nearest_effort(value: str, choices: tuple[str, ...]) -> str:
@@ -572,11 +602,12 @@ def nearest_effort(value: str, choices: tuple[str, ...]) -> str:
 def plan_params(dialect: Dialect, settings: ReasoningSettings, model: str = "") -> ParamPlan:
     """What the settings add to a request for this model on this upstream."""
     rules = dialect.controls(model)
+    alike = tuple(dict.fromkeys((r.setting, path) for r in rules for path in r.alike))
     off = [r for r in rules if r.setting == "enabled"]
     if not settings.enabled:
         if not off:
             return ParamPlan([], ("enabled",))
-        return ParamPlan([("enabled", r.path, r.value) for r in off])
+        return ParamPlan([("enabled", r.path, r.value) for r in off], alike=alike)
     out: list[Param] = [(SWITCH_ON, r.path, r.on) for r in off if r.on is not None]
     ignored: list[str] = []
     effort = settings.effort
@@ -591,7 +622,7 @@ def plan_params(dialect: Dialect, settings: ReasoningSettings, model: str = "") 
     budget = settings.max_tokens
     if budget is not None and not _apply(rules, "max_tokens", budget, settings, out):
         ignored.append("max_tokens")
-    return ParamPlan(out, tuple(ignored))
+    return ParamPlan(out, tuple(ignored), alike)
 
 
 def _apply(
@@ -666,15 +697,28 @@ def thinking_off(body: dict[str, Any]) -> bool:
     return False
 
 
-def apply_params(body: dict[str, Any], params: list[Param], from_headers: frozenset[str]) -> None:
+def apply_params(
+    body: dict[str, Any],
+    params: list[Param],
+    from_headers: frozenset[str],
+    alike: Alike = (),
+) -> None:
     """Write the parameters into the body. A value the client put in the body
-    itself wins, unless its setting came from a request header; so a client's
-    own off switch yields to `X-Reasoning-Enabled: true` (and nothing is
-    added where the body has no switch)."""
+    itself wins, in the parameter's place or an `alike` one, unless its
+    setting came from a request header, whose value then replaces the body's
+    (its alike places removed); so a client's own off switch yields to
+    `X-Reasoning-Enabled: true` (and nothing is added where the body has no
+    switch)."""
+    held = {setting for setting, path in alike if _holds(body, path)}
+    for setting, path in alike:
+        if setting in from_headers and any(s == setting for s, _, _ in params):
+            _remove(body, path)
     for setting, path, value in params:
         if setting == SWITCH_ON:
             if "enabled" in from_headers:
                 _switch_on(body, path, value)
+            continue
+        if setting in held and setting not in from_headers:
             continue
         target = body
         for key in path[:-1]:
@@ -687,6 +731,35 @@ def apply_params(body: dict[str, Any], params: list[Param], from_headers: frozen
         if leaf in target and setting not in from_headers:
             continue
         target[leaf] = value
+
+
+def _holds(body: dict[str, Any], path: tuple[str, ...]) -> bool:
+    """Whether the body has a value at `path`."""
+    target: Any = body
+    for key in path:
+        if not isinstance(target, dict) or key not in target:
+            return False
+        target = target[key]
+    return True
+
+
+def _remove(body: dict[str, Any], path: tuple[str, ...]) -> None:
+    """Remove `path` from the body, and the objects that leaves empty."""
+    parents: list[tuple[dict[str, Any], str]] = []
+    target = body
+    for key in path[:-1]:
+        child = target.get(key)
+        if not isinstance(child, dict):
+            return
+        parents.append((target, key))
+        target = child
+    if path[-1] not in target:
+        return
+    del target[path[-1]]
+    for parent, key in reversed(parents):
+        if parent[key]:
+            return
+        del parent[key]
 
 
 def _switch_on(body: dict[str, Any], path: tuple[str, ...], value: Any) -> None:

@@ -30,7 +30,7 @@ from proxy.dialects import (
     DIALECTS,
     REMEMBERED_NAME,
     Dialect,
-    Param,
+    ParamPlan,
     apply_params,
     dialect_for,
     plan_params,
@@ -62,7 +62,7 @@ from proxy.tokenizer import LONG_TEXT
 from proxy.upstream import hop_by_hop
 
 # a request's dialect, settings, body parameters and unhonoured settings
-Decided = tuple[Dialect, ReasoningSettings, list[Param], tuple[str, ...]]
+Decided = tuple[Dialect, ReasoningSettings, ParamPlan, tuple[str, ...]]
 
 # request headers that are the proxy's own and never go upstream
 OWN_HEADERS = ("x-reasoning-", "x-conversation-id")
@@ -221,7 +221,7 @@ class Planner:
             counting=counting,
         )
         payload["messages"] = plan.result.messages
-        apply_params(payload, params, frozenset(from_headers))
+        apply_params(payload, params.params, frozenset(from_headers), params.alike)
         extra = [
             ("x-context-tokens-effective", str(plan.effective)),
             ("x-context-tokens-raw", str(plan.raw)),
@@ -277,7 +277,7 @@ class Planner:
         settings = resolve(self.rt.config.defaults, route.reasoning, profile, from_headers)
         params = plan_params(dialect, settings, model or "")
         ignored = ignored_settings(dialect, settings, params.ignored)
-        decided = (dialect, settings, params.params, ignored)
+        decided = (dialect, settings, params, ignored)
         if key is not None and len(self._decided) < REMEMBERED:
             self._decided[key] = (route, decided)
         return decided

@@ -82,8 +82,8 @@ def native_request(
     message's thinking, by position (thinking blocks passed, envelopes
     opened, blocks left out because their signature did not open; the
     inspector's notes). `params` are the reasoning parameters (`thinking`,
-    `output_config.effort`) the settings ask for; they go where the body has
-    none (or replace the body's when `params["override"]` is true)."""
+    `output_config.effort`) the settings ask for; each goes where the body
+    has none, or replaces the body's when `params["override"]` names it."""
     out = dict(body)
     turns: dict[int, NativeTurn] = {}
     messages = body.get("messages")
@@ -94,15 +94,15 @@ def native_request(
                 message, turns[position] = _restore(position, message, open_signature)
             restored.append(message)
         out["messages"] = restored
-    override = bool(params.get("override"))
+    override = params.get("override", ())
     thinking = params.get("thinking")
-    if thinking is not None and (override or "thinking" not in out):
+    if thinking is not None and ("thinking" in override or "thinking" not in out):
         out["thinking"] = thinking
     effort = params.get("effort")
     if effort is not None:
         config = out.get("output_config")
         config = dict(config) if isinstance(config, dict) else {}
-        if override or "effort" not in config:
+        if "effort" in override or "effort" not in config:
             config["effort"] = effort
             out["output_config"] = config
     return out, turns
@@ -146,18 +146,27 @@ def stored_thinking(turn: Turn) -> list[Json]:
 
 def native_params(settings: ReasoningSettings, from_headers: Json) -> Json:
     """The reasoning settings as Messages parameters (`thinking`, the effort):
-    only those set somewhere (the defaults add nothing); they replace the
-    body's own when the client's X-Reasoning-* headers set them."""
-    params: Json = {"override": any(k in from_headers for k in ("enabled", "max_tokens", "effort"))}
+    only those set somewhere (the defaults add nothing). Each replaces the
+    body's own only when a client's X-Reasoning-* header set its setting
+    (`override`): `thinking` for `enabled` and `max_tokens`, the effort for
+    `effort`; a header for one leaves the body's other as it is."""
+    override: list[str] = []
+    params: Json = {"override": override}
     # effort `none`: Messages has no such effort, and its off switch says it
     if settings.enabled is False or settings.effort == "none":
         params["thinking"] = {"type": "disabled"}
+        if "enabled" in from_headers or from_headers.get("effort") == "none":
+            override.append("thinking")
         return params
     if settings.max_tokens is not None:
         params["thinking"] = {"type": "enabled", "budget_tokens": settings.max_tokens}
+        if "max_tokens" in from_headers:
+            override.append("thinking")
     effort = MESSAGES_EFFORT.get(str(settings.effort))
     if effort is not None:
         params["effort"] = effort
+        if "effort" in from_headers:
+            override.append("effort")
     return params
 
 
