@@ -756,7 +756,7 @@ def _remove(body: dict[str, Any], path: tuple[str, ...]) -> None:
     if path[-1] not in target:
         return
     del target[path[-1]]
-    for parent, key in reversed(parents):
+    for parent, key in parents[::-1]:
         if parent[key]:
             return
         del parent[key]
