@@ -26,7 +26,7 @@ from proxy.api.asgi import encode_headers, send_bytes
 from proxy.api.failures import read_failure_error, upstream_status
 from proxy.api.relay import ErrorShape, Progress, StreamReader, StreamRelay
 from proxy.api.trace import Trace
-from proxy.errors import UpstreamError, non_json_error_body
+from proxy.errors import UpstreamError, non_json_error_body, upstream_error_body
 from proxy.exchange import Exchange
 from proxy.history.context import request_texts, request_tokens_of, tools_text
 from proxy.history.explain import NativeTurn
@@ -113,6 +113,19 @@ def count_restored(metrics: Metrics, api: str, turns: Iterable[NativeTurn]) -> N
         metrics.child(metrics.stripped, api).inc(stripped)
 
 
+def whole_error(answer: dict[str, Any]) -> Any:
+    """The error a whole 2xx answer carries instead of one, else None: an
+    OpenAI-shaped `{"error": {...}}` or Anthropic's `{"type": "error",
+    "error": {...}}` (gateways answer so with a 200). A Response or a
+    Message is an answer, a failed Response too (its `error` is its own)."""
+    if answer.get("object") == "response" or answer.get("type") == "message":
+        return None
+    error = answer.get("error")
+    if answer.get("type") == "error":
+        return error if error is not None else "The upstream returned an error."
+    return error if isinstance(error, dict) else None
+
+
 async def forward_native(
     door: Door,
     ex: Exchange,
@@ -166,10 +179,20 @@ async def _whole(
                 "The upstream sent a response that is not a JSON object.",
                 code="malformed_upstream_response",
             )
-        body = orjson.dumps(reader.whole(answer))
-        if door.rt.live.active:
-            door._watch(ex)  # start and end: the inspector reads the turn from the store
-        await door._remember(ex, reader.turn())
+        error = whole_error(answer)
+        if error is not None:
+            # an error object with a 2xx: a real status and no turn, as for a
+            # stream's first error event
+            trace.upstream_error = "status"
+            trace.fields["error"] = "upstream_error_event"
+            status, body = upstream_error_body(error)
+            if error_body is not None:
+                body = error_body(status, body)
+        else:
+            body = orjson.dumps(reader.whole(answer))
+            if door.rt.live.active:
+                door._watch(ex)  # start and end: the inspector reads the turn from the store
+            await door._remember(ex, reader.turn())
     elif error_body is not None:
         body = error_body(status, body)
     elif (shaped := non_json_error_body(body)) is not None:

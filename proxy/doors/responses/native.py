@@ -657,6 +657,10 @@ class NativeResponses:
         self.failed_after_data = self._wrote
         base = self._response or {"id": "resp_unknown", "object": "response", "output": []}
         response = self._final({**base, "status": "failed"})
+        left_open = self._unfinished(shown=True)
+        if left_open:
+            placed: list[tuple[float, Json]] = [*self._items.items(), *left_open]
+            response["output"] = [item for _, item in sorted(placed, key=lambda p: p[0])]
         response["error"] = error_of(failure.code, failure.message)
         self._emit_raw(out, "response.failed", response=response)
 
@@ -795,21 +799,29 @@ class NativeResponses:
         if begun is not None and isinstance(delta, str):
             begun[2].setdefault(_PARTIAL_FIELDS[kind], []).append(delta)
 
-    def _unfinished(self) -> list[tuple[float, Json]]:
+    def _unfinished(self, *, shown: bool = False) -> list[tuple[float, Json]]:
         """The items a stream cut short had begun, as far as they came, by
         where they stand: split reasoning, messages (answer text as the
-        client got it, and reasoning after it), and the upstream's items."""
+        client got it, and reasoning after it), and the upstream's items.
+        `shown`: those the client saw begun, as it saw them and `incomplete`
+        (what `response.failed` lists: a message whose `added` events were
+        still held, and reasoning after a message's answer, were not sent)."""
         items: list[tuple[float, Json]] = []
         if self._split is not None:
             text = "".join(self._split.texts).strip()
             items.append((self._split.index, _reasoning_item(self._split.id, text)))
         for m in self._messages.values():
+            if shown and m.held:
+                continue
             added = m.item.get("item")
             at = self._index(m.item)
-            parts = [{"type": "output_text", "text": m.text(n)} for n in sorted(m.visible)]
+            parts = [
+                {"type": "output_text", "text": m.text(n), **({"annotations": []} if shown else {})}
+                for n in sorted(m.visible)
+            ]
             items.append((at, {**(added if isinstance(added, dict) else {}), "content": parts}))
             late = "".join(m.late).strip()
-            if late:
+            if late and not shown:
                 late_id = f"rs_{m.item.get('item', {}).get('id')}_after"
                 self._ours.add(late_id)
                 items.append((at + 0.5, _reasoning_item(late_id, late)))
@@ -824,6 +836,8 @@ class NativeResponses:
                 else:
                     grown[field] = text
             items.append((at, grown))
+        if shown:
+            return [(at, {**self._shown(item), "status": "incomplete"}) for at, item in items]
         return items
 
     def turn(self) -> Turn:
