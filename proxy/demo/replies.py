@@ -33,6 +33,16 @@ THINKING_OFF: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("reasoning_format",), "hidden"),  # Groq
 )
 
+# Request fields that bound a provider's thinking, in tokens; the reasoning
+# stops at the bound (a token is four characters here, as `wire.tokens` counts).
+THINKING_BUDGET: tuple[tuple[str, ...], ...] = (
+    ("thinking_token_budget",),  # vLLM
+    ("reasoning", "max_tokens"),  # OpenRouter
+    ("chat_template_kwargs", "thinking_budget"),  # SGLang / Qwen3
+    ("thinking", "budget_tokens"),  # Anthropic's shape (GLM, others)
+)
+CHARS_PER_TOKEN = 4
+
 _ARITHMETIC = re.compile(r"(-?\d+(?:\.\d+)?)\s*([-+*/x×÷])\s*(-?\d+(?:\.\d+)?)")
 _WEATHER = re.compile(r"\b(weather|temperature|forecast)\b", re.IGNORECASE)
 _CITY = re.compile(r"\b(?:in|for|at)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
@@ -86,6 +96,26 @@ def effort_of(body: Mapping[str, Any]) -> str | None:
     return effort if isinstance(effort, str) else None
 
 
+def budget_of(body: Mapping[str, Any]) -> int | None:
+    """The thinking budget the request sets, in tokens, if any."""
+    for path in THINKING_BUDGET:
+        value = field_at(body, path)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def _within(text: str, budget: int | None) -> str:
+    """`text` cut to `budget` tokens, at a word's end where there is one."""
+    limit = None if budget is None else budget * CHARS_PER_TOKEN
+    if limit is None or len(text) <= limit:
+        return text
+    cut = text[:limit]
+    if text[limit] != " " and " " in cut:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip()
+
+
 def compose_reply(body: Mapping[str, Any]) -> Reply:
     """The reply to a chat request whose `messages` is a non-empty list."""
     messages = [m for m in body.get("messages", ()) if isinstance(m, dict)]
@@ -118,7 +148,7 @@ def compose_reply(body: Mapping[str, Any]) -> Reply:
             sentences = sentences[:1]
         elif effort in ("high", "xhigh", "max"):
             sentences = [*sentences, "Checking once more before answering: it holds."]
-    return Reply(" ".join(sentences), answer, calls)
+    return Reply(_within(" ".join(sentences), budget_of(body)), answer, calls)
 
 
 def _last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:

@@ -25,7 +25,7 @@ from proxy.demo.checks import (
     groq_reasoning_unsupported,
     kimi_reasoning_required,
 )
-from proxy.demo.replies import Reply
+from proxy.demo.replies import CHARS_PER_TOKEN, Reply
 
 FINGERPRINT = "reasoning-proxy-demo-simulator"
 NOTE = (
@@ -162,7 +162,7 @@ def pieces(text: str, words: int = 2) -> list[str]:
 
 
 def tokens(text: str) -> int:
-    return math.ceil(len(text) / 4)
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 # -- stream ----------------------------------------------------------------------------
