@@ -484,13 +484,34 @@ def _message(err: ErrorDetails) -> str:
     return err["msg"]
 
 
+def _boolean_key(err: ErrorDetails) -> str | None:
+    """What is wrong with a mapping key that YAML read as a boolean (an
+    unquoted `off`, `on`, `yes`, `no`: YAML 1.1's booleans), which pydantic
+    reports as a key (`[key]`, after it as 0 or 1) that is not a string;
+    None for other errors."""
+    loc, key = err["loc"], err.get("input")
+    if len(loc) < 2 or loc[-1] != "[key]" or not isinstance(key, bool):
+        return None
+    what = "a profile name" if loc[:-2] == ("profiles",) else "a key"
+    spellings, example = ("on, yes, true", "on") if key else ("off, no, false", "off")
+    return (
+        f"{what} is read as the boolean {str(key).lower()} (YAML reads unquoted "
+        f'{spellings} so): quote it ("{example}", not {example})'
+    )
+
+
 def _format_errors(exc: ValidationError, source: str) -> str:
     lines = [f"{source}: invalid configuration"]
     for err in exc.errors():
         where = ""
         key = ""  # the last key named before an index
-        message = _message(err)
-        for part in err["loc"]:
+        loc = err["loc"]
+        message = _boolean_key(err)
+        if message is not None:
+            loc = loc[:-2]  # (the key itself is no place to name)
+        else:
+            message = _message(err)
+        for part in loc:
             if isinstance(part, str) and part in _ALTERNATIVES:
                 message = _UNION_SAYS.get(key, "not one of the forms allowed here")
                 break

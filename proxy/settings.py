@@ -162,7 +162,8 @@ def _must_be(setting: Setting) -> str:
 
 
 class InvalidSettingValue(ValueError):
-    """A bad value in a config mapping; `param` is the key as it was written."""
+    """A bad value in a config mapping (`param`: the key as it was written),
+    or a setting given twice, by its name and its alias (`param`: its name)."""
 
     def __init__(self, message: str, param: str) -> None:
         super().__init__(message)
@@ -181,11 +182,17 @@ def config_overrides(mapping: Mapping[str, Any], where: str) -> dict[str, Any]:
             known = ", ".join(s.field for s in SETTINGS)
             raise ValueError(f"{where}: unknown reasoning setting {key!r} (known: {known})")
         if setting.field in out:
-            raise ValueError(f"{where}: {setting.field} is given twice (with its alias)")
+            raise InvalidSettingValue(
+                f"{where}: {setting.field} is given twice (as {setting.field} and "
+                f"{setting.alias}): give it once",
+                param=setting.field,
+            )
         if raw is None:
             if not setting.nullable:
                 raise InvalidSettingValue(
-                    f"{where}.{key} must be {_must_be(setting)}, not null", param=key
+                    f"{where}.{key} cannot be null (leave it out to not set it); "
+                    f"it must be {_must_be(setting)}",
+                    param=key,
                 )
             out[setting.field] = None
             continue

@@ -70,7 +70,8 @@ def config(**top: Any) -> dict[str, Any]:
         ),
         (
             {"routes": [{"name": "r", "upstream": UP, "reasoning": {"include_in_context": None}}]},
-            "routes[0].reasoning.include_in_context must be one of: auto, true, false",
+            "routes[0].reasoning.include_in_context cannot be null (leave it out to not set it); "
+            "it must be one of: auto, true, false",
         ),
         (
             {"routes": [{"name": "r", "upstream": UP, "reasoning": {"bogus": 1}}]},
@@ -507,11 +508,14 @@ def test_check_config_refuses_null_for_a_setting_without_an_unset_state(
     """`output: null` passed (and chose the reasoning_details shape); now it
     is one line and exit status 2, as every other bad value."""
     cases = {
-        "profiles: {p: {output: }}\n": "profiles.p.output must be one of: reasoning_content, "
-        "reasoning, think_tags, reasoning_details, none, not null",
-        "defaults: {format: null}\n": "defaults.format must be one of: field, native, not null",
+        "profiles: {p: {output: }}\n": "profiles.p.output cannot be null (leave it out to not "
+        "set it); it must be one of: reasoning_content, reasoning, think_tags, "
+        "reasoning_details, none",
+        "defaults: {format: null}\n": "defaults.format cannot be null (leave it out to not set "
+        "it); it must be one of: field, native",
         "routes: [{name: a, upstream: 'http://x/v1', reasoning: {strip_from_context: }}]\n": (
-            "routes[0].reasoning.strip_from_context must be one of: all, allButLast, none, not null"
+            "routes[0].reasoning.strip_from_context cannot be null (leave it out to not set it); "
+            "it must be one of: all, allButLast, none"
         ),
     }
     for n, (text, message) in enumerate(cases.items()):

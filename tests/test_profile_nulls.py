@@ -63,7 +63,10 @@ def test_null_is_a_400_for_a_setting_without_an_unset_state(
         assert error["type"] == "invalid_request_error"
         assert error["code"] == "invalid_reasoning_setting"
         assert error["param"] == key
-        assert error["message"] == f"settings.{key} must be one of: {allowed}, not null"
+        assert error["message"] == (
+            f"settings.{key} cannot be null (leave it out to not set it); "
+            f"it must be one of: {allowed}"
+        )
     assert httpx.get(f"{proxy.url}/reasoning/profiles/nulls").status_code == 404
 
 

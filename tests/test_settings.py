@@ -76,7 +76,10 @@ NO_UNSET_STATE = [
 def test_null_is_refused_for_a_setting_without_an_unset_state(key: str, allowed: str) -> None:
     with pytest.raises(InvalidSettingValue) as caught:
         config_overrides({key: None}, "profiles.p")
-    assert str(caught.value) == f"profiles.p.{key} must be one of: {allowed}, not null"
+    assert str(caught.value) == (
+        f"profiles.p.{key} cannot be null (leave it out to not set it); "
+        f"it must be one of: {allowed}"
+    )
     assert caught.value.param == key
 
 
