@@ -46,6 +46,12 @@ HTTP/1.1 (httptools refuses it: a 400, where uvicorn answers in text). One due w
 pipelined request is still being answered waits for that answer's end.
 The bounds are read from the config of the app uvicorn loaded, so each
 `--workers` process applies its own.
+
+A response the app ends short of its end on purpose (a pass-through body
+its upstream cut: `proxy.api.asgi.cut_response`) is cut through the scope
+extension `CUT_EXTENSION`: the connection closes without the body's end,
+with the app's warning and without uvicorn's error for an app that forgot
+to end its response.
 """
 
 from __future__ import annotations
@@ -61,8 +67,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
+from proxy.api.asgi import CUT_EXTENSION
 from proxy.api.trace import REFUSED, Trace
 from proxy.app import ProxyApp, api_endpoint, door_path
 from proxy.config import Config, LimitsModel, ServerModel
@@ -256,9 +267,28 @@ class ProxyHttpProtocol(HttpToolsProtocol):
                     f"The request body is larger than limits.max_body_bytes ({limit} bytes)."
                 )
             )
+        existing = self.cycle
         super().on_headers_complete()
+        cycle = self.cycle
+        if cycle is not None and cycle is not existing:
+            extensions = self.scope.setdefault("extensions", {})
+            extensions[CUT_EXTENSION] = {"cut": functools.partial(self._cut, cycle)}
         self._body_due = True
         self._body_at = self.loop.time()
+
+    def _cut(self, cycle: RequestResponseCycle) -> bool:
+        """`CUT_EXTENSION`: the app ends `cycle`'s started response short of its
+        end, on purpose. The connection closes after what was written, without
+        the body's end, and the cycle counts as disconnected (its later sends
+        go nowhere): uvicorn's "ASGI callable returned without completing
+        response." error, for an app that forgot to end its response, is not
+        due. False when the response had ended (nothing is cut)."""
+        if cycle.response_complete:
+            return False
+        if not cycle.disconnected:
+            cycle.disconnected = True
+            self.transport.close()
+        return True
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

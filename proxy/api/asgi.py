@@ -5,6 +5,7 @@ decoding headers, sending responses."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import zlib
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping, Sequence
@@ -12,6 +13,7 @@ from typing import Any
 
 from proxy.errors import BadRequest, PayloadTooLarge, ProxyError, UnsupportedMediaType
 from proxy.http1.decoder import decoder_for
+from proxy.http1.errors import Truncated
 from proxy.settings import OWN_HEADER_NAMES
 
 Scope = MutableMapping[str, Any]
@@ -20,13 +22,38 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+log = logging.getLogger("proxy")
+
 JSON_TYPE = (b"content-type", b"application/json")
+# The scope extension of the server (`proxy.http_server`) that ends a started
+# response short of its end, on purpose: {"cut": callable}, False when the
+# response had ended.
+CUT_EXTENSION = "reasoning_proxy.cut"
 # seconds before a request's disconnect watch starts its task (DisconnectWatch)
 WATCH_DELAY = 0.02
 
 
 class ClientGone(Exception):
     """The client disconnected before its request body was read."""
+
+
+def cut_response(scope: Scope, route: str, cause: str) -> None:
+    """Ends the started response short of its end, on purpose (its upstream
+    broke, or a shutdown's grace period ended): the connection closes without
+    the body's end (a chunked body's last chunk, the rest of a Content-Length),
+    so the client sees a cut body, never a whole one. One warning names the
+    route and the cause (none when the response had ended after all). The
+    caller then returns without more sends; under a server without the
+    extension, that return alone cuts the body."""
+    extension = scope.get("extensions", {}).get(CUT_EXTENSION)
+    if extension is not None and not extension["cut"]():
+        return
+    log.warning(
+        "route %s: response cut short (%s); the client's connection is closed",
+        route,
+        cause,
+        extra={"route": route, "cause": cause},
+    )
 
 
 def absorb_cut(cut: bool) -> bool:
@@ -195,7 +222,7 @@ def decoded_body(body: bytes, encodings: Sequence[str], limit: int) -> bytes:
                 )
             parts.append(piece)
         parts.append(decoder.flush())
-    except zlib.error:
+    except (zlib.error, Truncated):  # corrupt, or cut before its compressed data's end
         raise BadRequest(
             "The request body does not decode under its Content-Encoding.",
             code="invalid_content_encoding",

@@ -16,6 +16,7 @@ FAILURE_KIND = {
     "upstream_timeout": "timeout",
     "upstream_disconnected": "disconnected",
     "upstream_closed": "disconnected",
+    "upstream_bad_response": "malformed",
 }
 
 # proxy error code -> upstream error kind (timeouts are told by their class)
@@ -31,6 +32,7 @@ _ERROR_KIND = {
 }
 
 IDLE_MESSAGE = "The upstream sent nothing within the route's idle timeout (timeouts.idle)."
+UNREADABLE_MESSAGE = "The upstream's response body cannot be read (bad framing or encoding)."
 
 
 def upstream_status(status: int) -> str | None:
@@ -54,6 +56,8 @@ def read_failure(exc: UpstreamReadError) -> StreamFailure:
     """A body read that failed mid-stream, as the stream's error event."""
     if exc.kind == "timeout":
         return StreamFailure("upstream_timeout", IDLE_MESSAGE, "timeout_error")
+    if exc.kind == "malformed":
+        return StreamFailure("upstream_bad_response", UNREADABLE_MESSAGE)
     return StreamFailure("upstream_disconnected", "The upstream connection broke mid-stream.")
 
 
@@ -61,6 +65,8 @@ def read_failure_error(exc: UpstreamReadError) -> ProxyError:
     """A body read that failed before the response started, as an HTTP error."""
     if exc.kind == "timeout":
         return UpstreamTimeout(IDLE_MESSAGE)
+    if exc.kind == "malformed":
+        return UpstreamError(UNREADABLE_MESSAGE, code="upstream_bad_response")
     return UpstreamError(
         "The upstream connection broke before the response was complete.",
         code="upstream_disconnected",

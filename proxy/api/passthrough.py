@@ -35,6 +35,7 @@ from proxy.api.asgi import (
     Receive,
     Scope,
     absorb_cut,
+    cut_response,
     decoded_body,
     encode_headers,
     read_body,
@@ -125,6 +126,8 @@ class PassthroughEndpoint(TracedEndpoint):
             trace.fields["error"] = "server_shutting_down"
             if not trace.status:
                 await refuse(send, ServerShuttingDown())
+            else:
+                cut_response(scope, route.name, "server shutting down")
         finally:
             watch.stop()
 
@@ -182,9 +185,9 @@ class PassthroughEndpoint(TracedEndpoint):
                         data = masking.feed(data)
                     await send({"type": "http.response.body", "body": data, "more_body": True})
             except UpstreamReadError as exc:
-                trace.upstream_error = "timeout" if exc.kind == "timeout" else "disconnected"
-                # End without the final chunk: the server closes the connection,
-                # so the client sees a cut body, not a complete one.
+                trace.upstream_error = exc.kind  # timeout, malformed or disconnected
+                # without the body's end: the client sees a cut body, not a whole one
+                cut_response(scope, route.name, f"upstream {exc.kind}")
                 return
             last = masking.flush() if masking is not None else b""
             await send({"type": "http.response.body", "body": last, "more_body": False})

@@ -53,6 +53,7 @@ from proxy.http1.errors import (
     HTTPClientError,
     PoolTimeout,
     ResponseTimeout,
+    Truncated,
 )
 from proxy.http1.pool import Pool, Response
 from proxy.http1.reader import MAX_HEAD_BYTES
@@ -74,5 +75,6 @@ __all__ = [
     "ProxyURL",
     "Response",
     "ResponseTimeout",
+    "Truncated",
     "encode_request",
 ]

@@ -17,7 +17,13 @@ import zlib
 from collections.abc import Hashable
 
 from proxy.http1.decoder import Decoder, decoder_for
-from proxy.http1.errors import BadResponse, Disconnected, HTTPClientError, ResponseTimeout
+from proxy.http1.errors import (
+    BadResponse,
+    Disconnected,
+    HTTPClientError,
+    ResponseTimeout,
+    Truncated,
+)
 from proxy.http1.reader import Body, End, Head, ResponseReader
 
 HIGH_WATER = 1 << 20  # unread body bytes at which reading pauses
@@ -236,8 +242,9 @@ class Connection(asyncio.Protocol):
                 elif self._body:
                     decoder.feed(self._take())
                 elif self.complete:
+                    data = decoder.flush()
                     self._decoder = None
-                    return decoder.flush()
+                    return data
                 elif self.error is not None:
                     raise self.error
                 else:
@@ -246,6 +253,9 @@ class Connection(asyncio.Protocol):
             self._fail(BadResponse("the upstream's compressed body is corrupt"))
             assert self.error is not None
             raise self.error from None
+        except Truncated as cut:
+            self._fail(cut)  # (the body's end came, but not the data's)
+            raise
 
     async def _wait(self, idle: float) -> None:
         waiter = self._waiter = self._loop.create_future()

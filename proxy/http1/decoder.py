@@ -5,6 +5,8 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
+from proxy.http1.errors import Truncated
+
 DECODE_LIMIT = 256 * 1024  # decoded bytes one decode() returns at most
 
 
@@ -33,18 +35,23 @@ class Decoder:
     so far is complete and `flush()` at the end of the body gives at most a
     few bytes. `Content-Encoding: deflate` is zlib-wrapped by the standard
     and raw deflate from some servers: its first two bytes decide.
-    zlib.error for a corrupt body.
+    zlib.error for a corrupt body; Truncated from `flush()` when the body
+    ended before its compressed data did (a body of no bytes is empty, not
+    cut).
     """
 
-    __slots__ = ("_input", "_more", "_pos", "_zlib")
+    __slots__ = ("_fed", "_input", "_more", "_pos", "_zlib")
 
     def __init__(self, wbits: int | None) -> None:
         self._zlib: Any = None if wbits is None else zlib.decompressobj(wbits)
         self._input = b""
         self._pos = 0  # how much of _input went to zlib
         self._more = False
+        self._fed = False  # a byte of the body came
 
     def feed(self, data: bytes) -> None:
+        if data:
+            self._fed = True
         rest = self._input[self._pos :]  # one byte of deflate, at most
         self._input = rest + data if rest else data
         self._pos = 0
@@ -69,12 +76,17 @@ class Decoder:
         return data
 
     def flush(self) -> bytes:
-        if self._zlib is None:  # a body of one byte: too short to tell
-            if not self._input:
-                return b""
+        if not self._fed:
+            return b""
+        inflate = self._zlib
+        data = b""
+        if inflate is None:  # a body of one byte: too short to tell
             inflate = self._start(self._input)
-            return self.decode() + bytes(inflate.flush())
-        return bytes(self._zlib.flush())
+            data = self.decode()
+        data += bytes(inflate.flush())
+        if not inflate.eof:
+            raise Truncated("the upstream's compressed body ended before its end")
+        return data
 
     def _start(self, head: bytes) -> Any:
         wrapped = len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0

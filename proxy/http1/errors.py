@@ -24,6 +24,11 @@ class Disconnected(HTTPClientError):
     """The connection closed before the response was complete."""
 
 
+class Truncated(Disconnected):
+    """A compressed body ended before its compressed data did: the connection
+    broke before the body's end, as with a plain body cut short."""
+
+
 class BadResponse(HTTPClientError):
     """The upstream's bytes are not an HTTP/1.1 response we can read."""
 

@@ -6,7 +6,10 @@ Configured to behave as the built-in client does: no redirects, the
 built-in client's choice of egress proxy (`proxy_for`), no cookies kept
 between requests (an upstream's Set-Cookie must not ride along with the
 next client's request), no headers of its own (User-Agent, Accept, Content-Type),
-gzip/deflate decoded in bounded pieces per read (`auto_decompress`), the
+gzip/deflate decoded in bounded pieces per read by the built-in client's
+decoder (`proxy.http1.decoder`; aiohttp's own `auto_decompress` is off: it
+reads a gzip body cut before its end as a whole one) and other encodings
+passed on as they came, the
 system's trust store for HTTPS (`SSL_CERT_FILE` honoured), the connect and
 idle timeouts (`sock_read`: every wait for the next bytes, head included),
 and request slots with a bounded wait, in all and per origin (the built-in
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import weakref
+import zlib
 from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 
@@ -38,8 +42,9 @@ from aiohttp.http_exceptions import ContentLengthError, TransferEncodingError
 from yarl import URL
 
 from proxy.http1.connection import Ends
+from proxy.http1.decoder import Decoder, decoder_for
 from proxy.http1.egress import EnvProxies, ProxyURL, proxy_for
-from proxy.http1.errors import PoolTimeout
+from proxy.http1.errors import PoolTimeout, Truncated
 from proxy.http1.gate import Gate
 from proxy.http1.slots import Slots
 from proxy.upstream.errors import Cause, TransportError, os_cause
@@ -48,9 +53,6 @@ from proxy.upstream.transport import Origin, Request
 
 # the headers aiohttp would add to every request; the client's own go as they are
 _SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
-# the encodings aiohttp's auto_decompress decodes (br and zstd only with their
-# libraries installed; without them such a body fails as a bad response)
-_DECODED = frozenset({"gzip", "deflate", "br", "zstd"})
 _ERRORS = (aiohttp.ClientError, OSError, TimeoutError, ValueError)
 _CUT_SHORT = (ContentLengthError, TransferEncodingError, OSError)
 
@@ -141,6 +143,7 @@ class AiohttpResponse:
     __slots__ = (
         "_closed",
         "_content",
+        "_decoder",
         "_gate",
         "_protocol",
         "_reading",
@@ -171,21 +174,41 @@ class AiohttpResponse:
         self._released = False
         self.status = response.status
         self.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers]
-        encoding = self.header("content-encoding")
-        self.decoded = encoding is not None and encoding.lower() in _DECODED
+        self._decoder: Decoder | None = decoder_for(self.header("content-encoding"))
+        self.decoded = self._decoder is not None
 
     def header(self, name: str) -> str | None:
         return first_header(self.headers, name)
 
     async def read(self) -> bytes:
+        decoder = self._decoder
         try:
-            return await self._content.readany()
+            if decoder is None:
+                return await self._content.readany()
+            # as the built-in client's: compressed bytes are read only once
+            # the decoder gave all it can from the last ones
+            while True:
+                if decoder.ready():
+                    data = decoder.decode()
+                    if data:
+                        return data
+                    continue
+                data = await self._content.readany()
+                if not data:
+                    data = decoder.flush()
+                    self._decoder = None
+                    return data
+                decoder.feed(data)
         except _ERRORS as exc:
             raise _failure(exc) from None
+        except zlib.error:
+            raise TransportError("bad_response", "the compressed body is corrupt") from None
+        except Truncated:
+            raise TransportError("reset", "the compressed body ended before its end") from None
 
     @property
     def complete(self) -> bool:
-        return self._content.at_eof()
+        return self._content.at_eof() and self._decoder is None
 
     def lost(self) -> None:
         """The connection closed: a body aiohttp left waiting (neither ended
@@ -205,7 +228,7 @@ class AiohttpResponse:
         self._released = True
         if self._closed is not None:
             self._reading.pop(self._closed, None)
-        if self._content.at_eof():
+        if self.complete:
             self._response.release()  # kept alive, if the upstream allows
         else:
             self._response.close()
@@ -248,7 +271,7 @@ class AiohttpTransport:
             connector=connector,
             trust_env=False,
             cookie_jar=aiohttp.DummyCookieJar(),
-            auto_decompress=True,
+            auto_decompress=False,  # decoded in read(), as the built-in client does
             skip_auto_headers=_SKIP_AUTO_HEADERS,
             requote_redirect_url=False,
             timeout=aiohttp.ClientTimeout(total=None),

@@ -17,7 +17,10 @@ used alike in the log line and in what the client is told:
 
 Before the response (`upstream_errors`) a failure becomes a ProxyError;
 while its body is read (`upstream_read_errors`), an UpstreamReadError whose
-`kind` is "timeout" or "disconnected". Each failure but `busy` (the proxy's
+`kind` is "timeout" (idle_timeout), "malformed" (bad_response: a body that
+cannot be read, a corrupt compressed one among them) or "disconnected" (the
+others: a body cut before its end, a compressed one whose data stops short
+among them). Each failure but `busy` (the proxy's
 own queue, counted in metrics) logs one warning on "proxy.upstream" naming
 the upstream's host:port and the cause; never a path, query, header or key.
 """
@@ -69,7 +72,7 @@ class UpstreamReadError(Exception):
 
     def __init__(self, kind: str, cause: Cause | None = None) -> None:
         super().__init__(kind)
-        self.kind = kind  # "timeout" | "disconnected"
+        self.kind = kind  # "timeout" | "malformed" | "disconnected"
         self.cause = cause
 
 
@@ -83,6 +86,7 @@ _HTTP1_CAUSES: dict[type[Exception], Cause] = {
     http1.ConnectTimeout: "connect_timeout",
     http1.ResponseTimeout: "idle_timeout",
     http1.Disconnected: "reset",
+    http1.Truncated: "reset",  # a compressed body cut before its data's end
     http1.BadResponse: "bad_response",
     http1.PoolTimeout: "busy",
 }
@@ -207,7 +211,11 @@ def read_error(cause: Cause) -> UpstreamReadError:
         cause,
         extra={"upstream": where, "cause": cause},
     )
-    return UpstreamReadError("timeout" if cause == "idle_timeout" else "disconnected", cause)
+    return UpstreamReadError(_READ_KINDS.get(cause, "disconnected"), cause)
+
+
+# the kind of a failed body read, by cause ("disconnected" for the others)
+_READ_KINDS: dict[Cause, str] = {"idle_timeout": "timeout", "bad_response": "malformed"}
 
 
 @contextlib.contextmanager

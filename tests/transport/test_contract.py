@@ -319,6 +319,69 @@ async def test_a_compressed_bomb_is_decoded_in_bounded_pieces(client: str) -> No
     assert largest <= 1 << 20  # a read's worth of memory, not the inflated size
 
 
+def cut_in_half(encoded: bytes, framing: str, encoding: str) -> bytes:
+    """A response whose compressed body stops at its half: the close ends a
+    close-delimited one, a chunked one in the middle of a chunk, and the
+    framing of a Content-Length one is whole (the data still stops short)."""
+    half = encoded[: len(encoded) // 2]
+    head = f"Content-Encoding: {encoding}"
+    if framing == "close-delimited":
+        return f"HTTP/1.1 200 OK\r\nConnection: close\r\n{head}\r\n\r\n".encode() + half
+    if framing == "chunked":
+        return chunked_head(head) + chunk(half[:-10]) + b"100\r\n" + half[-10:]
+    return response(half, headers=[head])
+
+
+@pytest.mark.parametrize(
+    ("encoding", "encoded"),
+    [("gzip", gzip.compress(TEXT)), ("deflate", zlib.compress(TEXT))],
+    ids=["gzip", "deflate"],
+)
+@pytest.mark.parametrize("framing", ["close-delimited", "chunked", "content-length"])
+async def test_a_compressed_body_cut_short_is_a_cut_body(
+    client: str, encoding: str, encoded: bytes, framing: str
+) -> None:
+    sent = cut_in_half(encoded, framing, encoding)
+
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            await conn.send(sent)  # and close
+
+    async with serving(handler) as up, opened(client) as transport:
+        resp = await transport.send(request_to(up))
+        pieces: list[bytes] = []
+        assert await failure(read_all(resp, pieces)) == "reset"  # as a plain body cut short
+        assert TEXT.startswith(b"".join(pieces))
+        assert not resp.complete
+        resp.release()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body"),
+    [("gzip", b"\x1f\x8b\x08\x00 definitely not gzip"), ("deflate", b"x\x9c\xff\xff\xff\xff")],
+    ids=["gzip", "deflate"],
+)
+@pytest.mark.parametrize("framing", ["close-delimited", "content-length"])
+async def test_a_corrupt_compressed_body_is_a_bad_response(
+    client: str, encoding: str, body: bytes, framing: str
+) -> None:
+    head = f"Content-Encoding: {encoding}"
+    if framing == "close-delimited":
+        sent = f"HTTP/1.1 200 OK\r\nConnection: close\r\n{head}\r\n\r\n".encode() + body
+    else:
+        sent = response(body, headers=[head])
+
+    async def handler(conn: Conn) -> None:
+        if await conn.request() is not None:
+            await conn.send(sent)  # and close
+
+    async with serving(handler) as up, opened(client) as transport:
+        resp = await transport.send(request_to(up))
+        assert await failure(read_all(resp)) == "bad_response"
+        assert not resp.complete
+        resp.release()
+
+
 # -- informational responses, HEAD -----------------------------------------------------------------
 
 
